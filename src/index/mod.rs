@@ -1,0 +1,39 @@
+//! The backend trait every index implements, and the backends themselves.
+
+use crate::model::{EventData, Match, Outcome, Worker};
+
+/// An index of which worker holds which blocks, exact to the reference model.
+///
+/// Implementations are thread-safe: `apply` may run on several threads at once (for different
+/// workers, or for the same worker, which the backend then serialises), and `find_matches_into`
+/// runs on any number of threads at once, also while events are applied.
+pub trait Backend: Send + Sync + 'static {
+    /// Applies one event of `worker`; the worker becomes known unless the event is rejected.
+    fn apply(&self, worker: Worker, data: &EventData) -> Outcome;
+    /// Drops and forgets every dp rank of `worker_id`.
+    fn remove_worker(&self, worker_id: u64);
+    /// Drops and forgets one worker.
+    fn remove_worker_dp_rank(&self, worker: Worker);
+    /// Writes the matches of a query (local hashes) into `out`, cleared first, in the
+    /// contract's order.
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>);
+    /// Known workers.
+    fn workers(&self) -> u64;
+    /// Sum over workers of the blocks they hold.
+    fn worker_blocks(&self) -> u64;
+}
+
+/// Which index structure an indexer uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BackendKind {
+    /// Per-position maps keyed by local hash, with exact jump search (the "flash" index).
+    #[default]
+    Positional,
+    /// A concurrent radix tree over local hashes.
+    Radix,
+    /// The reference model: linear scans under one lock. For tests and baselines only.
+    Reference,
+}
+
+pub mod positional;
+pub mod radix;

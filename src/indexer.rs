@@ -1,0 +1,194 @@
+//! [`Indexer`]: the front door of the crate. Reads run inline, writes go through the pool.
+
+use std::sync::Arc;
+
+use crate::applier::Applier;
+use crate::index::{Backend, BackendKind};
+use crate::model::{Event, Match, Outcome, RejectReason, Stats, Worker};
+use crate::pool::EventPool;
+use crate::reference::ReferenceIndex;
+use crate::Error;
+
+/// The jump size of the positional backend when the configuration leaves it at 0.
+pub const DEFAULT_JUMP_SIZE: usize = 32;
+/// Queue capacity per event thread when the configuration leaves it at 0.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
+/// The largest number of event threads an indexer accepts.
+pub const MAX_EVENT_THREADS: usize = 1024;
+
+/// How to build an [`Indexer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The index structure.
+    pub backend: BackendKind,
+    /// Event threads; 0 applies events synchronously on the caller's thread.
+    pub event_threads: usize,
+    /// Jump size of the positional backend; 0 means [`DEFAULT_JUMP_SIZE`].
+    pub jump_size: usize,
+    /// Events each event thread may have queued before senders block; 0 means
+    /// [`DEFAULT_QUEUE_CAPACITY`].
+    pub queue_capacity: usize,
+}
+
+impl Default for Config {
+    /// Positional backend, one event thread, default jump size and queue capacity.
+    fn default() -> Self {
+        Self {
+            backend: BackendKind::Positional,
+            event_threads: 1,
+            jump_size: 0,
+            queue_capacity: 0,
+        }
+    }
+}
+
+/// A global index of cached KV blocks per worker.
+///
+/// Thread-safety: every method takes `&self` and may be called from any number of threads at
+/// once. `find_matches` always runs on the caller's thread, never behind a queue. With
+/// `event_threads > 0`, writes are queued (a worker's events stay in order) and their outcome
+/// shows in [`Indexer::stats`] after [`Indexer::flush`]; with 0 they apply before returning.
+/// Dropping the indexer applies every accepted event, then joins the event threads.
+pub struct Indexer {
+    // Declared first so it drops (and drains) before the applier goes.
+    pool: Option<EventPool>,
+    applier: Arc<Applier>,
+    config: Config,
+}
+
+impl std::fmt::Debug for Indexer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Indexer")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Indexer {
+    /// Builds an indexer; fails with [`Error::InvalidArgument`] for an out-of-range setting.
+    pub fn new(config: Config) -> Result<Self, Error> {
+        if config.event_threads > MAX_EVENT_THREADS {
+            return Err(Error::InvalidArgument("event_threads is larger than 1024"));
+        }
+        let jump_size = if config.jump_size == 0 {
+            DEFAULT_JUMP_SIZE
+        } else {
+            config.jump_size
+        };
+        let capacity = if config.queue_capacity == 0 {
+            DEFAULT_QUEUE_CAPACITY
+        } else {
+            config.queue_capacity
+        };
+        let backend: Box<dyn Backend> = match config.backend {
+            BackendKind::Positional => {
+                Box::new(crate::index::positional::PositionalIndex::new(jump_size))
+            }
+            BackendKind::Radix => Box::new(crate::index::radix::RadixIndex::new()),
+            BackendKind::Reference => Box::new(ReferenceIndex::new()),
+        };
+        let applier = Arc::new(Applier::new(backend));
+        let pool = if config.event_threads == 0 {
+            None
+        } else {
+            Some(EventPool::start(
+                Arc::clone(&applier),
+                config.event_threads,
+                capacity,
+            )?)
+        };
+        Ok(Self {
+            pool,
+            applier,
+            config,
+        })
+    }
+
+    /// The configuration this indexer was built with (zeros as given, not resolved).
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    /// Applies (synchronous mode) or queues (pooled mode) one event.
+    ///
+    /// Synchronous mode returns [`Error::ParentNotFound`] for a rejected Stored event.
+    /// Pooled mode blocks while the worker's queue is full and returns
+    /// [`Error::ShutDown`] if the event threads are gone.
+    pub fn apply_event(&self, event: Event) -> Result<(), Error> {
+        match &self.pool {
+            Some(pool) => pool.submit(event),
+            None => match self.applier.apply(&event) {
+                Outcome::Applied { .. } => Ok(()),
+                Outcome::Rejected(RejectReason::ParentNotFound) => Err(Error::ParentNotFound),
+                Outcome::Rejected(RejectReason::PositionOverflow) => Err(Error::InvalidArgument(
+                    "the chain passes the largest position (u32::MAX)",
+                )),
+            },
+        }
+    }
+
+    /// Applies or queues events in order. Every event is tried (a rejected Stored does not
+    /// stop the later ones); the first error is returned.
+    pub fn apply_events(&self, events: impl IntoIterator<Item = Event>) -> Result<(), Error> {
+        let mut first_error = Ok(());
+        for event in events {
+            let result = self.apply_event(event);
+            if first_error.is_ok() {
+                first_error = result;
+            }
+            if matches!(first_error, Err(Error::ShutDown)) {
+                break;
+            }
+        }
+        first_error
+    }
+
+    /// Drops and forgets every dp rank of a worker, after its events accepted before this call.
+    pub fn remove_worker(&self, worker_id: u64) -> Result<(), Error> {
+        match &self.pool {
+            Some(pool) => pool.remove_worker(worker_id),
+            None => {
+                self.applier.backend().remove_worker(worker_id);
+                Ok(())
+            }
+        }
+    }
+
+    /// Drops and forgets one `(worker_id, dp_rank)`, after its events accepted before this call.
+    pub fn remove_worker_dp_rank(&self, worker: Worker) -> Result<(), Error> {
+        match &self.pool {
+            Some(pool) => pool.remove_worker_dp_rank(worker),
+            None => {
+                self.applier.backend().remove_worker_dp_rank(worker);
+                Ok(())
+            }
+        }
+    }
+
+    /// A barrier: returns once every event accepted before the call has been applied.
+    pub fn flush(&self) -> Result<(), Error> {
+        match &self.pool {
+            Some(pool) => pool.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// The workers holding a prefix of the query (local hashes), deepest first.
+    pub fn find_matches(&self, local_hashes: &[u64]) -> Vec<Match> {
+        let mut out = Vec::new();
+        self.find_matches_into(local_hashes, &mut out);
+        out
+    }
+
+    /// Like [`Indexer::find_matches`], writing into `out` (cleared first) so that a caller
+    /// reusing one vector allocates nothing on the hot path.
+    pub fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        self.applier.backend().find_matches_into(local_hashes, out);
+    }
+
+    /// The counters of the contract. In pooled mode, call [`Indexer::flush`] first for
+    /// figures that include every accepted event.
+    pub fn stats(&self) -> Stats {
+        self.applier.stats()
+    }
+}

@@ -1,0 +1,51 @@
+//! # kvidx
+//!
+//! A global index of every cached KV block on every LLM inference worker. On each request it
+//! answers: which workers hold the longest prefix of this request's blocks?
+//!
+//! - Engines publish events ([`Event`]): blocks stored (with a parent), removed, or cleared.
+//! - [`Indexer::find_matches`] takes a request's local block hashes and returns, per worker,
+//!   the depth of the longest prefix it holds ([`Match`]), deepest first.
+//! - Answers are exact whatever sequence-hash algorithm an engine uses: the index names blocks
+//!   by its own prefix chain over local hashes ([`identity`]), and engine hashes stay opaque.
+//!
+//! The semantics are those of [`reference::ReferenceIndex`], the oracle every backend is
+//! tested against. The hashing contract used by Dynamo-compatible publishers is in [`hashing`].
+
+#![warn(missing_docs)]
+
+mod applier;
+pub mod hashing;
+pub mod identity;
+pub mod index;
+mod indexer;
+pub mod model;
+mod pool;
+pub mod reference;
+
+pub use index::{Backend, BackendKind};
+pub use indexer::{Config, Indexer, DEFAULT_JUMP_SIZE, DEFAULT_QUEUE_CAPACITY, MAX_EVENT_THREADS};
+pub use model::{Block, Event, EventData, Match, Outcome, RejectReason, Stats, Worker};
+
+/// Why an indexer call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// A setting or an event was out of range; the text says which.
+    InvalidArgument(&'static str),
+    /// Synchronous mode: the Stored event's parent is not held by the worker; nothing applied.
+    ParentNotFound,
+    /// The indexer's event threads are gone (an internal bug stopped them).
+    ShutDown,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::ParentNotFound => f.write_str("the parent block is not held by the worker"),
+            Error::ShutDown => f.write_str("the indexer's event threads are gone"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,170 @@
+//! Plain data shared by every part of the crate: workers, blocks, events, matches, stats.
+//!
+//! Nothing here has logic beyond construction helpers; the semantics live in
+//! [`crate::reference`] (the oracle) and the backends in [`crate::index`].
+
+/// A worker: one inference engine instance and its data-parallel rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Worker {
+    /// The engine instance.
+    pub worker_id: u64,
+    /// The data-parallel rank inside that instance.
+    pub dp_rank: u32,
+}
+
+impl Worker {
+    /// Builds a worker from its id and dp rank.
+    pub const fn new(worker_id: u64, dp_rank: u32) -> Self {
+        Self { worker_id, dp_rank }
+    }
+}
+
+/// One block of a `Stored` event: its local hash and the engine's (opaque) sequence hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C)]
+pub struct Block {
+    /// Hash of the tokens inside the block only.
+    pub local_hash: u64,
+    /// The engine's name for the block (a rolling hash of any algorithm); opaque to the index.
+    pub seq_hash: u64,
+}
+
+impl Block {
+    /// Builds a block from its local hash and the engine's sequence hash.
+    pub const fn new(local_hash: u64, seq_hash: u64) -> Self {
+        Self {
+            local_hash,
+            seq_hash,
+        }
+    }
+}
+
+/// What an event does to one worker's set of blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventData {
+    /// Blocks were cached. `parent` names a block the worker holds (the blocks continue its
+    /// chain); `None` means the blocks start at position 0.
+    Stored {
+        /// The engine's sequence hash of the block these blocks continue, if any.
+        parent: Option<u64>,
+        /// The new blocks, in chain order.
+        blocks: Vec<Block>,
+    },
+    /// Blocks were evicted, named by the engine's sequence hashes.
+    Removed {
+        /// The names of the removed blocks.
+        seq_hashes: Vec<u64>,
+    },
+    /// Every block of the worker was dropped.
+    Cleared,
+}
+
+/// An engine event for one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The worker the event is about.
+    pub worker: Worker,
+    /// Per-worker increasing id, recorded for diagnostics.
+    pub event_id: u64,
+    /// What happened.
+    pub data: EventData,
+}
+
+impl Event {
+    /// A `Stored` event.
+    pub fn stored(worker: Worker, event_id: u64, parent: Option<u64>, blocks: Vec<Block>) -> Self {
+        Self {
+            worker,
+            event_id,
+            data: EventData::Stored { parent, blocks },
+        }
+    }
+
+    /// A `Removed` event.
+    pub fn removed(worker: Worker, event_id: u64, seq_hashes: Vec<u64>) -> Self {
+        Self {
+            worker,
+            event_id,
+            data: EventData::Removed { seq_hashes },
+        }
+    }
+
+    /// A `Cleared` event.
+    pub fn cleared(worker: Worker, event_id: u64) -> Self {
+        Self {
+            worker,
+            event_id,
+            data: EventData::Cleared,
+        }
+    }
+}
+
+/// One worker's answer to a query: how many leading blocks of the query it holds.
+///
+/// Laid out exactly like the C ABI's `kvidx_match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C)]
+pub struct Match {
+    /// The worker's engine instance.
+    pub worker_id: u64,
+    /// The worker's data-parallel rank.
+    pub dp_rank: u32,
+    /// Length of the longest prefix of the query the worker holds (always > 0 in results).
+    pub depth: u32,
+}
+
+impl Match {
+    /// The worker this match is about.
+    pub const fn worker(&self) -> Worker {
+        Worker::new(self.worker_id, self.dp_rank)
+    }
+}
+
+/// Sorts matches in the contract's order: depth descending, then worker id, then dp rank.
+pub fn sort_matches(matches: &mut [Match]) {
+    matches.sort_unstable_by(|a, b| {
+        b.depth
+            .cmp(&a.depth)
+            .then(a.worker_id.cmp(&b.worker_id))
+            .then(a.dp_rank.cmp(&b.dp_rank))
+    });
+}
+
+/// Counters of an indexer, as in the contract.
+///
+/// Laid out exactly like the C ABI's `kvidx_stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct Stats {
+    /// Events fully applied (a Removed with unknown names still counts once).
+    pub events_applied: u64,
+    /// Stored events rejected for a missing parent (or otherwise invalid).
+    pub events_rejected: u64,
+    /// Names in Removed events that the worker did not hold.
+    pub unknown_removals: u64,
+    /// Known `(worker_id, dp_rank)` pairs.
+    pub workers: u64,
+    /// Sum over workers of the blocks (names) they hold.
+    pub worker_blocks: u64,
+}
+
+/// What applying one event did, as seen by the indexer's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The event was applied; `unknown_removals` names of a Removed were not held.
+    Applied {
+        /// Names the worker did not hold (Removed only; 0 otherwise).
+        unknown_removals: u64,
+    },
+    /// A Stored event was rejected as a whole: nothing was applied.
+    Rejected(RejectReason),
+}
+
+/// Why a Stored event was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The worker holds no block named by the parent hash.
+    ParentNotFound,
+    /// The chain would pass the largest position the index can hold (`u32::MAX`).
+    PositionOverflow,
+}
