@@ -15,6 +15,8 @@
 #![warn(missing_docs)]
 
 mod applier;
+/// The C ABI v1 (`include/kvidx.h`): every `unsafe` line of the crate.
+pub mod ffi;
 pub mod hashing;
 pub mod identity;
 pub mod index;

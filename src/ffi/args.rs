@@ -1,0 +1,52 @@
+//! Checks of the pointer-and-length arguments C callers pass.
+//!
+//! `(NULL, 0)` is a valid empty array; NULL with a length > 0 is `KVIDX_ERR_NULL_POINTER`;
+//! a misaligned pointer, or a length whose byte size does not fit in `isize`, is
+//! `KVIDX_ERR_INVALID_ARGUMENT` (building a Rust slice from either would be undefined).
+
+use std::mem::{align_of, size_of};
+
+use super::types::kvidx_status;
+
+/// Checks an array's pointer and length without reading it.
+pub(crate) fn check_array<T>(ptr: *const T, len: usize) -> Result<(), kvidx_status> {
+    if len == 0 {
+        return Ok(());
+    }
+    if ptr.is_null() {
+        return Err(kvidx_status::KVIDX_ERR_NULL_POINTER);
+    }
+    if (ptr as usize) % align_of::<T>() != 0 {
+        return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+    }
+    if len > isize::MAX as usize / size_of::<T>().max(1) {
+        return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+    }
+    Ok(())
+}
+
+/// An input array as a slice, after [`check_array`].
+///
+/// # Safety
+/// When `len > 0` and `ptr` passes the checks, `ptr` must point to `len` initialised values
+/// that nobody writes while the returned slice is used.
+pub(crate) unsafe fn input<'a, T>(ptr: *const T, len: usize) -> Result<&'a [T], kvidx_status> {
+    check_array(ptr, len)?;
+    if len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: non-NULL, aligned, size fits in isize (checked above); the caller guarantees
+    // `len` readable, initialised values that stay unchanged while the slice lives.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Checks that a required pointer is not NULL.
+pub(crate) fn required<T>(ptr: *const T) -> Result<(), kvidx_status> {
+    if ptr.is_null() {
+        Err(kvidx_status::KVIDX_ERR_NULL_POINTER)
+    } else if (ptr as usize) % align_of::<T>() != 0 {
+        Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)
+    } else {
+        Ok(())
+    }
+}

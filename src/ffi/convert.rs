@@ -1,0 +1,83 @@
+//! Conversions between the C types and the Rust API, validating everything C sends.
+
+use super::args;
+use super::types::{
+    kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_stats, kvidx_status,
+};
+use crate::{BackendKind, Block, Config, Error, Event, Stats, Worker};
+
+/// The status of a Rust API error.
+pub(crate) fn status_of(error: Error) -> kvidx_status {
+    match error {
+        Error::InvalidArgument(_) => kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
+        Error::ParentNotFound => kvidx_status::KVIDX_ERR_PARENT_NOT_FOUND,
+        Error::ShutDown => kvidx_status::KVIDX_ERR_SHUT_DOWN,
+    }
+}
+
+/// The configuration `kvidx_config_default()` returns.
+pub(crate) const DEFAULT_CONFIG: kvidx_config = kvidx_config {
+    backend: kvidx_backend::KVIDX_BACKEND_POSITIONAL as u32,
+    event_threads: 1,
+    jump_size: 0,
+};
+
+/// The Rust configuration of a C one; an unknown backend is `KVIDX_ERR_INVALID_ARGUMENT`.
+/// (Ranges of the numbers are checked by `Indexer::new`.)
+pub(crate) fn config(c: &kvidx_config) -> Result<Config, kvidx_status> {
+    let backend = match c.backend {
+        b if b == kvidx_backend::KVIDX_BACKEND_POSITIONAL as u32 => BackendKind::Positional,
+        b if b == kvidx_backend::KVIDX_BACKEND_RADIX as u32 => BackendKind::Radix,
+        _ => return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
+    };
+    Ok(Config {
+        backend,
+        event_threads: c.event_threads as usize,
+        jump_size: c.jump_size as usize,
+        queue_capacity: 0,
+    })
+}
+
+/// A Rust event copied out of a C one, after checking its shape.
+///
+/// # Safety
+/// The arrays the event's kind uses must be readable for their lengths (or be `(NULL, 0)`).
+pub(crate) unsafe fn event(c: &kvidx_event) -> Result<Event, kvidx_status> {
+    let worker = Worker::new(c.worker_id, c.dp_rank);
+    match c.kind {
+        k if k == kvidx_event_kind::KVIDX_EVENT_STORED as u32 => {
+            let parent = match c.has_parent {
+                0 => None,
+                1 => Some(c.parent_seq_hash),
+                _ => return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
+            };
+            // SAFETY: the caller guarantees `blocks` is readable for `num_blocks` entries.
+            let blocks = unsafe { args::input(c.blocks, c.num_blocks) }?;
+            let blocks = blocks
+                .iter()
+                .map(|b| Block::new(b.local_hash, b.seq_hash))
+                .collect();
+            Ok(Event::stored(worker, c.event_id, parent, blocks))
+        }
+        k if k == kvidx_event_kind::KVIDX_EVENT_REMOVED as u32 => {
+            // SAFETY: the caller guarantees `seq_hashes` is readable for `num_seq_hashes`.
+            let names = unsafe { args::input(c.seq_hashes, c.num_seq_hashes) }?;
+            Ok(Event::removed(worker, c.event_id, names.to_vec()))
+        }
+        k if k == kvidx_event_kind::KVIDX_EVENT_CLEARED as u32 => {
+            Ok(Event::cleared(worker, c.event_id))
+        }
+        _ => Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
+    }
+}
+
+/// The C view of the counters.
+pub(crate) fn stats(s: Stats) -> kvidx_stats {
+    kvidx_stats {
+        events_applied: s.events_applied,
+        events_rejected: s.events_rejected,
+        unknown_removals: s.unknown_removals,
+        workers: s.workers,
+        worker_blocks: s.worker_blocks,
+    }
+}

@@ -1,0 +1,207 @@
+//! Rust-side checks of the C ABI; the C programs under `tests/c/` test it from C.
+
+use std::ptr;
+
+use super::*;
+
+/// Every source file of the module, for the structural check below.
+const SOURCES: &[(&str, &str)] = &[
+    ("mod.rs", include_str!("mod.rs")),
+    ("boundary.rs", include_str!("boundary.rs")),
+    ("types.rs", include_str!("types.rs")),
+    ("args.rs", include_str!("args.rs")),
+    ("convert.rs", include_str!("convert.rs")),
+    ("events.rs", include_str!("events.rs")),
+    ("hashing.rs", include_str!("hashing.rs")),
+    ("info.rs", include_str!("info.rs")),
+    ("lifecycle.rs", include_str!("lifecycle.rs")),
+    ("queries.rs", include_str!("queries.rs")),
+];
+
+#[test]
+fn every_exported_function_body_is_one_export_invocation() {
+    let marker = concat!("extern \"C\"", " fn ");
+    let mut names = Vec::new();
+    for (file, text) in SOURCES {
+        let mut rest = *text;
+        while let Some(at) = rest.find(marker) {
+            let after = &rest[at + marker.len()..];
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let body = &after[after.find('{').expect("a body")..];
+            let inner = body[1..].trim_start();
+            assert!(
+                inner.starts_with("export!("),
+                "{file}: {name} does not start its body with export!(...)"
+            );
+            assert!(
+                rest[..at].trim_end().ends_with("pub unsafe")
+                    || rest[..at].trim_end().ends_with("pub"),
+                "{file}: {name} is not public"
+            );
+            names.push(name);
+            rest = after;
+        }
+        assert_eq!(
+            text.matches("#[no_mangle]").count(),
+            text.matches(marker).count(),
+            "{file}: every exported function has #[no_mangle], and nothing else does"
+        );
+    }
+    names.sort();
+    let mut expected = vec![
+        "kvidx_abi_version",
+        "kvidx_apply_event",
+        "kvidx_apply_events",
+        "kvidx_config_default",
+        "kvidx_debug_panic",
+        "kvidx_find_matches",
+        "kvidx_flush",
+        "kvidx_free",
+        "kvidx_get_stats",
+        "kvidx_hash_tokens",
+        "kvidx_new",
+        "kvidx_remove_worker",
+        "kvidx_remove_worker_dp_rank",
+        "kvidx_seq_hashes",
+        "kvidx_status_str",
+        "kvidx_version",
+    ];
+    expected.sort();
+    assert_eq!(names, expected);
+}
+
+fn sync_indexer() -> *mut kvidx_indexer {
+    let config = kvidx_config {
+        event_threads: 0,
+        ..kvidx_config_default()
+    };
+    let mut handle = ptr::null_mut();
+    // SAFETY: valid config and out pointers.
+    let status = unsafe { kvidx_new(&config, &mut handle) };
+    assert_eq!(status, kvidx_status::KVIDX_OK);
+    assert!(!handle.is_null());
+    handle
+}
+
+fn stored(worker_id: u64, blocks: &[kvidx_block]) -> kvidx_event {
+    kvidx_event {
+        kind: kvidx_event_kind::KVIDX_EVENT_STORED as u32,
+        worker_id,
+        dp_rank: 0,
+        event_id: 0,
+        has_parent: 0,
+        parent_seq_hash: 0,
+        blocks: blocks.as_ptr(),
+        num_blocks: blocks.len(),
+        seq_hashes: ptr::null(),
+        num_seq_hashes: 0,
+    }
+}
+
+#[test]
+fn panic_is_contained_and_poisons_the_handle() {
+    let handle = sync_indexer();
+    // SAFETY: a live handle throughout, freed once at the end.
+    unsafe {
+        assert_eq!(kvidx_debug_panic(handle), kvidx_status::KVIDX_ERR_PANIC);
+        assert_eq!(kvidx_flush(handle), kvidx_status::KVIDX_ERR_POISONED);
+        assert_eq!(kvidx_debug_panic(handle), kvidx_status::KVIDX_ERR_POISONED);
+        let mut stats = std::mem::MaybeUninit::<kvidx_stats>::uninit();
+        assert_eq!(
+            kvidx_get_stats(handle, stats.as_mut_ptr()),
+            kvidx_status::KVIDX_ERR_POISONED
+        );
+        kvidx_free(handle);
+    }
+}
+
+#[test]
+fn matches_buffer_too_small_leaves_out_untouched() {
+    let handle = sync_indexer();
+    let blocks = [kvidx_block {
+        local_hash: 7,
+        seq_hash: 70,
+    }];
+    // SAFETY: a live handle and valid arrays throughout.
+    unsafe {
+        for worker in [2, 1] {
+            let event = stored(worker, &blocks);
+            assert_eq!(kvidx_apply_event(handle, &event), kvidx_status::KVIDX_OK);
+        }
+        let sentinel = kvidx_match {
+            worker_id: 99,
+            dp_rank: 9,
+            depth: 9,
+        };
+        let mut out = [sentinel; 1];
+        let mut len = 0usize;
+        let query = [7u64, 8];
+        let status = kvidx_find_matches(handle, query.as_ptr(), 2, out.as_mut_ptr(), 1, &mut len);
+        assert_eq!(status, kvidx_status::KVIDX_ERR_BUFFER_TOO_SMALL);
+        assert_eq!((len, out[0]), (2, sentinel));
+        let mut out = [sentinel; 2];
+        let status = kvidx_find_matches(handle, query.as_ptr(), 2, out.as_mut_ptr(), 2, &mut len);
+        assert_eq!(status, kvidx_status::KVIDX_OK);
+        assert_eq!(len, 2);
+        assert_eq!((out[0].worker_id, out[0].depth), (1, 1));
+        assert_eq!((out[1].worker_id, out[1].depth), (2, 1));
+        kvidx_free(handle);
+    }
+}
+
+#[test]
+fn malformed_batch_applies_nothing() {
+    let handle = sync_indexer();
+    let blocks = [kvidx_block {
+        local_hash: 1,
+        seq_hash: 10,
+    }];
+    let mut bad = stored(5, &blocks);
+    bad.has_parent = 2;
+    let batch = [stored(4, &blocks), bad];
+    // SAFETY: a live handle and valid arrays throughout.
+    unsafe {
+        assert_eq!(
+            kvidx_apply_events(handle, batch.as_ptr(), batch.len()),
+            kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+        );
+        let mut stats = std::mem::MaybeUninit::<kvidx_stats>::uninit();
+        assert_eq!(
+            kvidx_get_stats(handle, stats.as_mut_ptr()),
+            kvidx_status::KVIDX_OK
+        );
+        let stats = stats.assume_init();
+        assert_eq!((stats.events_applied, stats.workers), (0, 0));
+        kvidx_free(handle);
+    }
+}
+
+#[test]
+fn seq_hashes_in_place_match_the_hashing_contract() {
+    let tokens: Vec<u32> = (1..=12).collect();
+    let mut hashes = [0u64; 3];
+    let mut len = 0usize;
+    // SAFETY: valid arrays; `kvidx_seq_hashes` allows out == in.
+    unsafe {
+        assert_eq!(
+            kvidx_hash_tokens(tokens.as_ptr(), 12, 4, hashes.as_mut_ptr(), 3, &mut len),
+            kvidx_status::KVIDX_OK
+        );
+        assert_eq!(len, 3);
+        assert_eq!(
+            kvidx_seq_hashes(hashes.as_ptr(), 3, hashes.as_mut_ptr()),
+            kvidx_status::KVIDX_OK
+        );
+    }
+    assert_eq!(
+        hashes,
+        [
+            14643705804678351452,
+            4945711292740353085,
+            12583592247330656132
+        ]
+    );
+}
