@@ -35,5 +35,9 @@ pub enum BackendKind {
     Reference,
 }
 
+mod registry;
+mod segmented;
+mod worker_set;
+
 pub mod positional;
 pub mod radix;

@@ -1,36 +1,608 @@
-//! Placeholder while the real backend is written: delegates to the reference model.
-use crate::index::Backend;
-use crate::model::{EventData, Match, Outcome, Worker};
-use crate::reference::ReferenceIndex;
+//! The positional ("flash") index: one concurrent map per position, keyed by local hash,
+//! searched with exact jumps.
+//!
+//! # Layout
+//! `levels[p]` maps a local hash to the identities seen at position `p` with that local hash
+//! (usually one: [`Candidates::Single`]; several when different prefixes end in the same block
+//! content: [`Candidates::Multi`]), each with the sorted set of worker slots holding it.
+//!
+//! # Exact jumps
+//! A query jumps from a matched position `i` straight to `j = i + jump`. A worker that holds
+//! the query's identity at `j` holds every identity before it *if* its blocks are closed under
+//! "parent": every block it holds at a position > 0 has its parent held too. Each worker keeps
+//! a count of blocks that break this (orphans: left by mid-chain removals, front evictions,
+//! removal in any order) and readers trust a jump only for workers whose count is 0 (and that
+//! are not being changed at that moment). Every other worker is checked position by position.
+//! So holes never make a jump over- or under-count, which a check of worker counts alone at
+//! jump points cannot promise.
 
-/// Placeholder backend.
-#[derive(Debug, Default)]
-pub struct PositionalIndex(ReferenceIndex);
+use std::cell::RefCell;
+use std::collections::hash_map::Entry as MapEntry;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
-impl PositionalIndex {
-    /// Placeholder constructor.
-    pub fn new(_jump: usize) -> Self {
-        Self::default()
+use dashmap::DashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use super::registry::Registry;
+use super::segmented::Segmented;
+use super::worker_set::{merge_into, split_by, WorkerSet};
+use super::Backend;
+use crate::identity::{mix, IDENTITY_SEED};
+use crate::model::{sort_matches, EventData, Match, Outcome, RejectReason, Worker};
+
+/// Identities at one (position, local hash), with their holders.
+#[derive(Debug)]
+enum Candidates {
+    Single { identity: u64, holders: WorkerSet },
+    Multi(Vec<(u64, WorkerSet)>),
+}
+
+impl Candidates {
+    fn holders(&self, identity: u64) -> Option<&WorkerSet> {
+        match self {
+            Candidates::Single {
+                identity: id,
+                holders,
+            } => (*id == identity).then_some(holders),
+            Candidates::Multi(list) => list.iter().find(|(id, _)| *id == identity).map(|(_, h)| h),
+        }
+    }
+
+    fn holders_mut(&mut self, identity: u64) -> &mut WorkerSet {
+        if let Candidates::Single { identity: id, .. } = self {
+            if *id != identity {
+                let Candidates::Single {
+                    identity: first,
+                    holders,
+                } = std::mem::replace(self, Candidates::Multi(Vec::with_capacity(2)))
+                else {
+                    unreachable!("matched above")
+                };
+                if let Candidates::Multi(list) = self {
+                    list.push((first, holders));
+                }
+            }
+        }
+        match self {
+            Candidates::Single { holders, .. } => holders,
+            Candidates::Multi(list) => {
+                let at = match list.iter().position(|(id, _)| *id == identity) {
+                    Some(at) => at,
+                    None => {
+                        list.push((identity, WorkerSet::default()));
+                        list.len() - 1
+                    }
+                };
+                &mut list[at].1
+            }
+        }
+    }
+
+    /// Removes a slot from an identity's holders; returns true when nothing is left at all.
+    fn remove(&mut self, identity: u64, slot: u32) -> bool {
+        match self {
+            Candidates::Single {
+                identity: id,
+                holders,
+            } => {
+                if *id == identity {
+                    holders.remove(slot);
+                }
+                holders.is_empty()
+            }
+            Candidates::Multi(list) => {
+                if let Some(at) = list.iter().position(|(id, _)| *id == identity) {
+                    list[at].1.remove(slot);
+                    if list[at].1.is_empty() {
+                        list.swap_remove(at);
+                    }
+                }
+                if list.len() == 1 {
+                    let (identity, holders) = list.pop().expect("one element");
+                    *self = Candidates::Single { identity, holders };
+                }
+                list_is_empty(self)
+            }
+        }
     }
 }
 
+fn list_is_empty(c: &Candidates) -> bool {
+    matches!(c, Candidates::Multi(list) if list.is_empty())
+}
+
+type Level = DashMap<u64, Candidates, FxBuildHasher>;
+
+/// What a worker knows of one identity it holds (or of a parent some held block points to).
+#[derive(Debug, Clone, Copy)]
+struct IdentityInfo {
+    position: u32,
+    local: u64,
+    parent: u64,
+    /// Names the worker holds for this identity; 0 marks a not-held parent kept for `children`.
+    names: u32,
+    /// Held identities whose parent is this one.
+    children: u32,
+}
+
+/// One worker's blocks.
+#[derive(Debug, Default)]
+struct WorkerBlocks {
+    /// Engine name -> identity.
+    names: FxHashMap<u64, u64>,
+    /// Identity -> what is known of it.
+    identities: FxHashMap<u64, IdentityInfo>,
+    /// Held identities at position > 0 whose parent is not held.
+    orphans: u32,
+}
+
+/// See the module docs.
+pub struct PositionalIndex {
+    levels: Segmented<OnceLock<Level>>,
+    registry: Registry<WorkerBlocks>,
+    jump_size: usize,
+}
+
+impl std::fmt::Debug for PositionalIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PositionalIndex")
+            .field("jump_size", &self.jump_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A block about to be held: where it is and what it continues.
+#[derive(Clone, Copy)]
+struct Placed {
+    position: u32,
+    local: u64,
+    identity: u64,
+    parent: u64,
+}
+
+impl PositionalIndex {
+    /// An empty index that jumps `jump_size` positions at a time (values below 1 act as 1).
+    pub fn new(jump_size: usize) -> Self {
+        Self {
+            levels: Segmented::new(),
+            registry: Registry::new(),
+            jump_size: jump_size.max(1),
+        }
+    }
+
+    fn level(&self, position: u32) -> Option<&Level> {
+        self.levels.get(position as usize)?.get()
+    }
+
+    fn level_or_create(&self, position: u32) -> &Level {
+        self.levels
+            .get_or_alloc(position as usize)
+            .get_or_init(|| DashMap::with_hasher_and_shard_amount(FxBuildHasher, 4))
+    }
+
+    fn attach(&self, block: &Placed, slot: u32) {
+        self.level_or_create(block.position)
+            .entry(block.local)
+            .or_insert_with(|| Candidates::Single {
+                identity: block.identity,
+                holders: WorkerSet::default(),
+            })
+            .holders_mut(block.identity)
+            .insert(slot);
+    }
+
+    fn detach(&self, position: u32, local: u64, identity: u64, slot: u32) {
+        let Some(level) = self.level(position) else {
+            return;
+        };
+        if let dashmap::mapref::entry::Entry::Occupied(mut entry) = level.entry(local) {
+            if entry.get_mut().remove(identity, slot) {
+                entry.remove();
+            }
+        }
+    }
+
+    /// Gives `name` to the block; replaces what the name meant before, if different.
+    fn add_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64, block: Placed) {
+        match blocks.names.get(&name) {
+            Some(&held) if held == block.identity => return,
+            Some(_) => {
+                self.remove_name(blocks, slot, name);
+            }
+            None => {}
+        }
+        blocks.names.insert(name, block.identity);
+        self.registry.add_blocks(1);
+        let info = blocks
+            .identities
+            .entry(block.identity)
+            .or_insert(IdentityInfo {
+                position: block.position,
+                local: block.local,
+                parent: block.parent,
+                names: 0,
+                children: 0,
+            });
+        info.names += 1;
+        if info.names > 1 {
+            return; // a second name for an identity already held
+        }
+        // The identity becomes held (it may have been a not-held parent until now).
+        info.position = block.position;
+        info.local = block.local;
+        info.parent = block.parent;
+        blocks.orphans -= info.children;
+        if block.position > 0 {
+            let parent = blocks
+                .identities
+                .entry(block.parent)
+                .or_insert(IdentityInfo {
+                    position: block.position - 1,
+                    local: 0,
+                    parent: 0,
+                    names: 0,
+                    children: 0,
+                });
+            parent.children += 1;
+            if parent.names == 0 {
+                blocks.orphans += 1;
+            }
+        }
+        self.attach(&block, slot);
+    }
+
+    /// Drops a name; returns false if the worker did not hold it.
+    fn remove_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64) -> bool {
+        let Some(identity) = blocks.names.remove(&name) else {
+            return false;
+        };
+        self.registry.add_blocks(-1);
+        let info = blocks
+            .identities
+            .get_mut(&identity)
+            .expect("every name's identity is recorded");
+        info.names -= 1;
+        if info.names > 0 {
+            return true;
+        }
+        let info = *info;
+        self.detach(info.position, info.local, identity, slot);
+        blocks.orphans += info.children;
+        if info.children == 0 {
+            blocks.identities.remove(&identity);
+        }
+        if info.position > 0 {
+            if let MapEntry::Occupied(mut parent) = blocks.identities.entry(info.parent) {
+                let parent_info = parent.get_mut();
+                parent_info.children -= 1;
+                if parent_info.names == 0 {
+                    blocks.orphans -= 1;
+                    if parent_info.children == 0 {
+                        parent.remove();
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn clear(&self, blocks: &mut WorkerBlocks, slot: u32) {
+        for (&identity, info) in &blocks.identities {
+            if info.names > 0 {
+                self.detach(info.position, info.local, identity, slot);
+            }
+        }
+        self.registry.add_blocks(-(blocks.names.len() as i64));
+        *blocks = WorkerBlocks::default();
+    }
+
+    fn store(
+        &self,
+        blocks: &mut WorkerBlocks,
+        slot: u32,
+        parent: Option<u64>,
+        new_blocks: &[crate::model::Block],
+    ) -> Outcome {
+        let (mut position, mut prefix) = match parent {
+            None => (0u64, IDENTITY_SEED),
+            Some(name) => {
+                let Some(identity) = blocks.names.get(&name) else {
+                    return Outcome::Rejected(RejectReason::ParentNotFound);
+                };
+                let info = &blocks.identities[identity];
+                (u64::from(info.position) + 1, *identity)
+            }
+        };
+        if position + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+            return Outcome::Rejected(RejectReason::PositionOverflow);
+        }
+        for block in new_blocks {
+            let identity = mix(prefix, block.local_hash);
+            let placed = Placed {
+                position: position as u32,
+                local: block.local_hash,
+                identity,
+                parent: prefix,
+            };
+            self.add_name(blocks, slot, block.seq_hash, placed);
+            prefix = identity;
+            position += 1;
+        }
+        Outcome::Applied {
+            unknown_removals: 0,
+        }
+    }
+
+    /// Runs a change to one worker with its jumps marked unsafe while it runs.
+    fn change_worker(
+        &self,
+        worker: Worker,
+        create: bool,
+        change: impl FnOnce(&mut WorkerBlocks, u32) -> Outcome,
+    ) -> Option<Outcome> {
+        self.registry.with_worker(worker, create, |entry| {
+            let info = self.registry.slot_info(entry.slot).expect("slot allocated");
+            info.unsafe_jumps.store(1, Ordering::SeqCst);
+            let outcome = change(&mut entry.state, entry.slot);
+            info.unsafe_jumps
+                .store(u32::from(entry.state.orphans > 0), Ordering::SeqCst);
+            outcome
+        })
+    }
+
+    #[inline]
+    fn jump_safe(&self, slot: u32) -> bool {
+        self.registry
+            .slot_info(slot)
+            .is_some_and(|info| info.unsafe_jumps.load(Ordering::SeqCst) == 0)
+    }
+
+    /// Calls `f` with the holders of `identity` at `position` under local hash `local`.
+    #[inline]
+    fn with_holders<R>(
+        &self,
+        position: usize,
+        local: u64,
+        identity: u64,
+        f: impl FnOnce(&[u32]) -> R,
+    ) -> R {
+        let holders = self
+            .levels
+            .get(position)
+            .and_then(OnceLock::get)
+            .and_then(|level| level.get(&local));
+        match holders.as_deref().and_then(|c| c.holders(identity)) {
+            Some(set) => f(set.as_slice()),
+            None => f(&[]),
+        }
+    }
+
+    fn search(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
+        // Depths are u32: a query longer than the deepest possible chain cannot match further.
+        let n = local_hashes.len().min(u32::MAX as usize);
+        if n == 0 {
+            return;
+        }
+        s.query.clear();
+        s.query.push(mix(IDENTITY_SEED, local_hashes[0]));
+        self.with_holders(0, local_hashes[0], s.query[0], |h| {
+            s.active.clear();
+            s.active.extend_from_slice(h);
+        });
+        let mut matched = 1usize; // every active worker holds query positions 0..matched
+        while !s.active.is_empty() && matched < n {
+            let target = (matched - 1 + self.jump_size).min(n - 1);
+            while s.query.len() <= target {
+                let prev = *s.query.last().expect("non-empty");
+                s.query.push(mix(prev, local_hashes[s.query.len()]));
+            }
+            // Workers holding the target that may be trusted to hold everything before it.
+            self.with_holders(target, local_hashes[target], s.query[target], |h| {
+                split_by(&s.active, h, &mut s.kept, &mut s.unsure);
+            });
+            s.confirmed.clear();
+            for &slot in &s.kept {
+                if self.jump_safe(slot) {
+                    s.confirmed.push(slot);
+                } else {
+                    s.unsure.push(slot);
+                }
+            }
+            if !s.unsure.is_empty() {
+                s.unsure.sort_unstable();
+                // Walk the skipped positions for the others, recording where each drops.
+                let skipped = local_hashes[..=target].iter().zip(&s.query).enumerate();
+                for (position, (&local, &identity)) in skipped.skip(matched) {
+                    if s.unsure.is_empty() {
+                        break;
+                    }
+                    self.with_holders(position, local, identity, |h| {
+                        split_by(&s.unsure, h, &mut s.kept, &mut s.dropped);
+                    });
+                    for &slot in &s.dropped {
+                        push_match(out, self.registry.worker_of(slot), position);
+                    }
+                    std::mem::swap(&mut s.unsure, &mut s.kept);
+                }
+            }
+            merge_into(&s.confirmed, &s.unsure, &mut s.active);
+            matched = target + 1;
+        }
+        for &slot in &s.active {
+            push_match(out, self.registry.worker_of(slot), matched);
+        }
+    }
+}
+
+fn push_match(out: &mut Vec<Match>, worker: Worker, depth: usize) {
+    if depth > 0 {
+        out.push(Match {
+            worker_id: worker.worker_id,
+            dp_rank: worker.dp_rank,
+            depth: depth as u32,
+        });
+    }
+}
+
+/// Per-thread buffers of a query, reused so that queries allocate nothing once warm.
+#[derive(Default)]
+struct Scratch {
+    query: Vec<u64>,
+    active: Vec<u32>,
+    kept: Vec<u32>,
+    unsure: Vec<u32>,
+    confirmed: Vec<u32>,
+    dropped: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
 impl Backend for PositionalIndex {
-    fn apply(&self, w: Worker, d: &EventData) -> Outcome {
-        self.0.apply(w, d)
+    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
+        let applied = Outcome::Applied {
+            unknown_removals: 0,
+        };
+        let outcome = match data {
+            EventData::Stored { parent, blocks } if blocks.is_empty() => {
+                let _ = parent; // a Stored with no blocks is a no-op, whatever its parent
+                self.change_worker(worker, true, |_, _| applied)
+            }
+            EventData::Stored {
+                parent: Some(parent),
+                blocks,
+            } => self.change_worker(worker, false, |state, slot| {
+                self.store(state, slot, Some(*parent), blocks)
+            }),
+            EventData::Stored {
+                parent: None,
+                blocks,
+            } => self.change_worker(worker, true, |state, slot| {
+                self.store(state, slot, None, blocks)
+            }),
+            EventData::Removed { seq_hashes } => self.change_worker(worker, true, |state, slot| {
+                let unknown = seq_hashes
+                    .iter()
+                    .filter(|&&name| !self.remove_name(state, slot, name))
+                    .count();
+                Outcome::Applied {
+                    unknown_removals: unknown as u64,
+                }
+            }),
+            EventData::Cleared => self.change_worker(worker, true, |state, slot| {
+                self.clear(state, slot);
+                applied
+            }),
+        };
+        // An unknown worker cannot hold the parent.
+        outcome.unwrap_or(Outcome::Rejected(RejectReason::ParentNotFound))
     }
-    fn remove_worker(&self, id: u64) {
-        self.0.remove_worker(id)
+
+    fn remove_worker(&self, worker_id: u64) {
+        for worker in self.registry.workers_with_id(worker_id) {
+            self.remove_worker_dp_rank(worker);
+        }
     }
-    fn remove_worker_dp_rank(&self, w: Worker) {
-        self.0.remove_worker_dp_rank(w)
+
+    fn remove_worker_dp_rank(&self, worker: Worker) {
+        self.registry
+            .remove(worker, |entry| self.clear(&mut entry.state, entry.slot));
     }
-    fn find_matches_into(&self, q: &[u64], out: &mut Vec<Match>) {
-        self.0.find_matches_into(q, out)
+
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        out.clear();
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.search(local_hashes, &mut scratch, out),
+            Err(_) => self.search(local_hashes, &mut Scratch::default(), out),
+        });
+        sort_matches(out);
     }
+
     fn workers(&self) -> u64 {
-        self.0.workers()
+        self.registry.len()
     }
+
     fn worker_blocks(&self) -> u64 {
-        self.0.worker_blocks()
+        self.registry.worker_blocks()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Block, Event};
+
+    impl PositionalIndex {
+        /// (local-hash entries, identities with holders) over every level.
+        fn entry_count(&self) -> (usize, usize) {
+            let mut entries = 0;
+            let mut identities = 0;
+            for position in 0..1024u32 {
+                if let Some(level) = self.level(position) {
+                    for entry in level.iter() {
+                        entries += 1;
+                        identities += match entry.value() {
+                            Candidates::Single { .. } => 1,
+                            Candidates::Multi(list) => list.len(),
+                        };
+                    }
+                }
+            }
+            (entries, identities)
+        }
+
+        fn orphans(&self, worker: Worker) -> u32 {
+            self.registry
+                .with_worker(worker, false, |entry| entry.state.orphans)
+                .unwrap_or(0)
+        }
+    }
+
+    fn apply(index: &PositionalIndex, event: Event) -> Outcome {
+        index.apply(event.worker, &event.data)
+    }
+
+    fn chain(worker: Worker, len: u64, base: u64, salt: u64) -> Event {
+        let blocks = (0..len)
+            .map(|p| Block::new((p + salt) % 3, base + p))
+            .collect();
+        Event::stored(worker, 0, None, blocks)
+    }
+
+    #[test]
+    fn orphans_track_holes_and_their_repair() {
+        let index = PositionalIndex::new(4);
+        let w = Worker::new(0, 0);
+        apply(&index, chain(w, 8, 100, 0));
+        assert_eq!(index.orphans(w), 0);
+        apply(&index, Event::removed(w, 0, vec![103]));
+        assert_eq!(index.orphans(w), 1, "position 4 lost its parent");
+        apply(&index, Event::removed(w, 0, vec![100]));
+        assert_eq!(index.orphans(w), 2, "position 1 lost its parent too");
+        apply(&index, Event::removed(w, 0, vec![104, 105, 106, 107]));
+        assert_eq!(
+            index.orphans(w),
+            1,
+            "only position 1 is left without a parent"
+        );
+        apply(&index, Event::stored(w, 0, None, vec![Block::new(0, 100)]));
+        assert_eq!(index.orphans(w), 0);
+    }
+
+    #[test]
+    fn removing_everything_leaves_no_entries() {
+        let index = PositionalIndex::new(3);
+        let (w0, w1) = (Worker::new(0, 0), Worker::new(1, 0));
+        apply(&index, chain(w0, 12, 100, 0));
+        apply(&index, chain(w1, 12, 200, 1)); // other locals: Multi entries appear
+        apply(&index, chain(w1, 5, 300, 0)); // same blocks as w0 under other names
+        assert!(index.entry_count().0 > 0);
+        apply(&index, Event::removed(w0, 0, (100..112).rev().collect()));
+        index.remove_worker(1);
+        assert_eq!(index.entry_count(), (0, 0));
+        assert_eq!(index.worker_blocks(), 0);
+        assert_eq!(index.workers(), 1);
     }
 }

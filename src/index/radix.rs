@@ -1,36 +1,423 @@
-//! Placeholder while the real backend is written: delegates to the reference model.
-use crate::index::Backend;
-use crate::model::{EventData, Match, Outcome, Worker};
-use crate::reference::ReferenceIndex;
+//! A concurrent radix tree over local hashes.
+//!
+//! Each node is one block content under one prefix; the path from the root spells the
+//! prefix, so identities are exact by construction. A node's lock guards its holders and
+//! children together. Locks are taken parent before child, by writers only; readers take one
+//! read lock at a time. A node is unlinked as soon as nobody holds it and it has no children,
+//! and its parent is then checked the same way, so no node outlives the last worker using it.
+//!
+//! A node is never unlinked while a writer attaches under it: writers attach only under the
+//! root, a node their worker holds, or a node they have just attached to.
 
-/// Placeholder backend.
-#[derive(Debug, Default)]
-pub struct RadixIndex(ReferenceIndex);
+use std::collections::hash_map::Entry as MapEntry;
+use std::sync::{Arc, Weak};
 
-impl RadixIndex {
-    /// Placeholder constructor.
-    pub fn new() -> Self {
-        Self::default()
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+
+use super::registry::Registry;
+use super::worker_set::{split_by, WorkerSet};
+use super::Backend;
+use crate::model::{sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker};
+
+#[derive(Default)]
+struct NodeState {
+    holders: WorkerSet,
+    children: FxHashMap<u64, Arc<Node>>,
+    /// Unlinked from its parent; kept alive only by stale references.
+    unlinked: bool,
+}
+
+struct Node {
+    local: u64,
+    /// Position of the block (the root is at -1, stored as `u32::MAX` never used for blocks).
+    position: u32,
+    parent: Weak<Node>,
+    state: RwLock<NodeState>,
+}
+
+impl Node {
+    fn key(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
     }
 }
 
+/// One worker's blocks: names and how many names each held node has.
+#[derive(Default)]
+struct WorkerBlocks {
+    names: FxHashMap<u64, Arc<Node>>,
+    held: FxHashMap<usize, u32>,
+}
+
+/// See the module docs.
+pub struct RadixIndex {
+    root: Arc<Node>,
+    registry: Registry<WorkerBlocks>,
+}
+
+impl std::fmt::Debug for RadixIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RadixIndex").finish_non_exhaustive()
+    }
+}
+
+impl Default for RadixIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RadixIndex {
+    /// An empty tree.
+    pub fn new() -> Self {
+        Self {
+            root: Arc::new(Node {
+                local: 0,
+                position: u32::MAX,
+                parent: Weak::new(),
+                state: RwLock::new(NodeState::default()),
+            }),
+            registry: Registry::new(),
+        }
+    }
+
+    fn is_root(&self, node: &Arc<Node>) -> bool {
+        Arc::ptr_eq(node, &self.root)
+    }
+
+    /// The child of `parent` for `local`, created if needed, with `slot` among its holders.
+    fn attach(&self, parent: &Arc<Node>, local: u64, slot: u32) -> Arc<Node> {
+        let mut parent_state = parent.state.write();
+        debug_assert!(!parent_state.unlinked, "attach under an unlinked node");
+        let position = if self.is_root(parent) {
+            0
+        } else {
+            parent.position + 1
+        };
+        let child = Arc::clone(parent_state.children.entry(local).or_insert_with(|| {
+            Arc::new(Node {
+                local,
+                position,
+                parent: Arc::downgrade(parent),
+                state: RwLock::new(NodeState::default()),
+            })
+        }));
+        child.state.write().holders.insert(slot);
+        child
+    }
+
+    /// Drops `slot` from `node`'s holders and unlinks whatever that leaves unused.
+    fn detach(&self, node: &Arc<Node>, slot: u32) {
+        node.state.write().holders.remove(slot);
+        let mut node = Arc::clone(node);
+        while let Some(parent) = node.parent.upgrade() {
+            let mut parent_state = parent.state.write();
+            let mut state = node.state.write();
+            if state.unlinked || !state.holders.is_empty() || !state.children.is_empty() {
+                return;
+            }
+            if let MapEntry::Occupied(entry) = parent_state.children.entry(node.local) {
+                if Arc::ptr_eq(entry.get(), &node) {
+                    entry.remove();
+                }
+            }
+            state.unlinked = true;
+            drop(state);
+            drop(parent_state);
+            node = parent;
+        }
+    }
+
+    fn add_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64, node: Arc<Node>) {
+        *blocks.held.entry(node.key()).or_insert(0) += 1;
+        match blocks.names.insert(name, node) {
+            Some(old) => self.release(blocks, slot, &old),
+            None => self.registry.add_blocks(1),
+        }
+    }
+
+    /// Drops one name's hold on `node`.
+    fn release(&self, blocks: &mut WorkerBlocks, slot: u32, node: &Arc<Node>) {
+        let MapEntry::Occupied(mut count) = blocks.held.entry(node.key()) else {
+            unreachable!("every named node is counted");
+        };
+        *count.get_mut() -= 1;
+        if *count.get() == 0 {
+            count.remove();
+            self.detach(node, slot);
+        }
+    }
+
+    fn remove_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64) -> bool {
+        match blocks.names.remove(&name) {
+            Some(node) => {
+                self.registry.add_blocks(-1);
+                self.release(blocks, slot, &node);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn clear(&self, blocks: &mut WorkerBlocks, slot: u32) {
+        self.registry.add_blocks(-(blocks.names.len() as i64));
+        let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(blocks.held.len());
+        let mut seen = FxHashMap::default();
+        for node in blocks.names.values() {
+            if seen.insert(node.key(), ()).is_none() {
+                nodes.push(Arc::clone(node));
+            }
+        }
+        *blocks = WorkerBlocks::default();
+        // Deepest first, so that parents are unlinked right after their last child.
+        nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.position));
+        for node in &nodes {
+            self.detach(node, slot);
+        }
+    }
+
+    fn store(
+        &self,
+        blocks: &mut WorkerBlocks,
+        slot: u32,
+        parent: Option<u64>,
+        new_blocks: &[Block],
+    ) -> Outcome {
+        let mut current = match parent {
+            None => Arc::clone(&self.root),
+            Some(name) => match blocks.names.get(&name) {
+                Some(node) => Arc::clone(node),
+                None => return Outcome::Rejected(RejectReason::ParentNotFound),
+            },
+        };
+        let first = if self.is_root(&current) {
+            0
+        } else {
+            u64::from(current.position) + 1
+        };
+        if first + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+            return Outcome::Rejected(RejectReason::PositionOverflow);
+        }
+        for block in new_blocks {
+            let existing = current
+                .state
+                .read()
+                .children
+                .get(&block.local_hash)
+                .cloned();
+            if let (Some(child), Some(named)) = (&existing, blocks.names.get(&block.seq_hash)) {
+                if Arc::ptr_eq(child, named) {
+                    current = Arc::clone(child); // same name, same block: a no-op
+                    continue;
+                }
+            }
+            // Attach before dropping what the name meant: this keeps `current` pinned.
+            let child = self.attach(&current, block.local_hash, slot);
+            self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child));
+            current = child;
+        }
+        Outcome::Applied {
+            unknown_removals: 0,
+        }
+    }
+
+    fn change_worker(
+        &self,
+        worker: Worker,
+        create: bool,
+        change: impl FnOnce(&mut WorkerBlocks, u32) -> Outcome,
+    ) -> Option<Outcome> {
+        self.registry
+            .with_worker(worker, create, |entry| change(&mut entry.state, entry.slot))
+    }
+
+    fn search(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
+        let n = local_hashes.len().min(u32::MAX as usize);
+        let mut node = Arc::clone(&self.root);
+        let mut matched = 0usize;
+        s.active.clear();
+        while matched < n {
+            let Some(child) = node
+                .state
+                .read()
+                .children
+                .get(&local_hashes[matched])
+                .cloned()
+            else {
+                break;
+            };
+            {
+                let state = child.state.read();
+                if matched == 0 {
+                    s.active.extend_from_slice(state.holders.as_slice());
+                } else {
+                    split_by(
+                        &s.active,
+                        state.holders.as_slice(),
+                        &mut s.kept,
+                        &mut s.dropped,
+                    );
+                    for &slot in &s.dropped {
+                        push_match(out, self.registry.worker_of(slot), matched);
+                    }
+                    std::mem::swap(&mut s.active, &mut s.kept);
+                }
+            }
+            if s.active.is_empty() {
+                return;
+            }
+            matched += 1;
+            node = child;
+        }
+        for &slot in &s.active {
+            push_match(out, self.registry.worker_of(slot), matched);
+        }
+    }
+}
+
+fn push_match(out: &mut Vec<Match>, worker: Worker, depth: usize) {
+    if depth > 0 {
+        out.push(Match {
+            worker_id: worker.worker_id,
+            dp_rank: worker.dp_rank,
+            depth: depth as u32,
+        });
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    active: Vec<u32>,
+    kept: Vec<u32>,
+    dropped: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
 impl Backend for RadixIndex {
-    fn apply(&self, w: Worker, d: &EventData) -> Outcome {
-        self.0.apply(w, d)
+    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
+        let applied = Outcome::Applied {
+            unknown_removals: 0,
+        };
+        let outcome = match data {
+            EventData::Stored { blocks, .. } if blocks.is_empty() => {
+                self.change_worker(worker, true, |_, _| applied)
+            }
+            EventData::Stored { parent, blocks } => {
+                self.change_worker(worker, parent.is_none(), |state, slot| {
+                    self.store(state, slot, *parent, blocks)
+                })
+            }
+            EventData::Removed { seq_hashes } => self.change_worker(worker, true, |state, slot| {
+                let unknown = seq_hashes
+                    .iter()
+                    .filter(|&&name| !self.remove_name(state, slot, name))
+                    .count();
+                Outcome::Applied {
+                    unknown_removals: unknown as u64,
+                }
+            }),
+            EventData::Cleared => self.change_worker(worker, true, |state, slot| {
+                self.clear(state, slot);
+                applied
+            }),
+        };
+        outcome.unwrap_or(Outcome::Rejected(RejectReason::ParentNotFound))
     }
-    fn remove_worker(&self, id: u64) {
-        self.0.remove_worker(id)
+
+    fn remove_worker(&self, worker_id: u64) {
+        for worker in self.registry.workers_with_id(worker_id) {
+            self.remove_worker_dp_rank(worker);
+        }
     }
-    fn remove_worker_dp_rank(&self, w: Worker) {
-        self.0.remove_worker_dp_rank(w)
+
+    fn remove_worker_dp_rank(&self, worker: Worker) {
+        self.registry
+            .remove(worker, |entry| self.clear(&mut entry.state, entry.slot));
     }
-    fn find_matches_into(&self, q: &[u64], out: &mut Vec<Match>) {
-        self.0.find_matches_into(q, out)
+
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        out.clear();
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.search(local_hashes, &mut scratch, out),
+            Err(_) => self.search(local_hashes, &mut Scratch::default(), out),
+        });
+        sort_matches(out);
     }
+
     fn workers(&self) -> u64 {
-        self.0.workers()
+        self.registry.len()
     }
+
     fn worker_blocks(&self) -> u64 {
-        self.0.worker_blocks()
+        self.registry.worker_blocks()
+    }
+}
+
+#[cfg(test)]
+impl RadixIndex {
+    /// Nodes reachable from the root, the root excluded (for reclamation tests).
+    pub(crate) fn node_count(&self) -> usize {
+        let mut stack = vec![Arc::clone(&self.root)];
+        let mut count = 0;
+        while let Some(node) = stack.pop() {
+            for child in node.state.read().children.values() {
+                count += 1;
+                stack.push(Arc::clone(child));
+            }
+        }
+        count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Event;
+
+    fn apply(index: &RadixIndex, event: Event) -> Outcome {
+        index.apply(event.worker, &event.data)
+    }
+
+    fn chain(worker: Worker, len: u64, base: u64) -> Event {
+        let blocks = (0..len).map(|p| Block::new(p % 3, base + p)).collect();
+        Event::stored(worker, 0, None, blocks)
+    }
+
+    #[test]
+    fn removing_everything_reclaims_every_node() {
+        let index = RadixIndex::new();
+        let (w0, w1) = (Worker::new(0, 0), Worker::new(1, 0));
+        apply(&index, chain(w0, 10, 100));
+        apply(&index, chain(w1, 6, 200));
+        assert_eq!(index.node_count(), 10);
+        // A hole keeps the nodes below it, but not the removed node's holder.
+        apply(&index, Event::removed(w0, 0, vec![105]));
+        assert_eq!(index.node_count(), 10);
+        // Remove w0's blocks in a scrambled order: only w1's 6 nodes stay.
+        let order = [109u64, 100, 107, 101, 108, 102, 106, 103, 104];
+        apply(&index, Event::removed(w0, 0, order.to_vec()));
+        assert_eq!(index.node_count(), 6);
+        index.remove_worker(1);
+        assert_eq!(index.node_count(), 0);
+        assert_eq!(index.worker_blocks(), 0);
+    }
+
+    #[test]
+    fn clear_and_replacement_reclaim_nodes() {
+        let index = RadixIndex::new();
+        let w = Worker::new(3, 1);
+        apply(&index, chain(w, 5, 0));
+        // Name 4 moves to a block under another prefix: the old leaf goes away.
+        apply(
+            &index,
+            Event::stored(w, 0, None, vec![Block::new(9, 50), Block::new(1, 4)]),
+        );
+        assert_eq!(index.node_count(), 4 + 2);
+        apply(&index, Event::cleared(w, 0));
+        assert_eq!(index.node_count(), 0);
+        assert_eq!(index.workers(), 1);
     }
 }

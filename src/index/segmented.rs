@@ -1,0 +1,88 @@
+//! A growable array whose elements never move, readable without locks.
+//!
+//! Element `i` lives in chunk `k = log2(i / BASE + 1)`, which holds `BASE << k` elements and is
+//! allocated the first time any of its elements is asked for. Readers of an existing element
+//! take no lock; growing allocates one chunk, never moving earlier ones.
+
+use std::sync::OnceLock;
+
+const BASE: usize = 64;
+const CHUNKS: usize = 27; // BASE * (2^27 - 1) > u32::MAX elements
+
+/// See the module docs.
+pub(crate) struct Segmented<T> {
+    chunks: [OnceLock<Box<[T]>>; CHUNKS],
+}
+
+impl<T: Default> Segmented<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            chunks: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    #[inline]
+    fn locate(index: usize) -> (usize, usize) {
+        let bucket = index / BASE + 1;
+        let chunk = (usize::BITS - 1 - bucket.leading_zeros()) as usize;
+        let start = BASE * ((1usize << chunk) - 1);
+        (chunk, index - start)
+    }
+
+    /// The element at `index`, if its chunk exists.
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> Option<&T> {
+        let (chunk, offset) = Self::locate(index);
+        self.chunks.get(chunk)?.get().map(|c| &c[offset])
+    }
+
+    /// The element at `index`, allocating its chunk if needed.
+    ///
+    /// # Panics
+    /// If `index` is past the largest supported index (more than `u32::MAX` elements).
+    pub(crate) fn get_or_alloc(&self, index: usize) -> &T {
+        let (chunk, offset) = Self::locate(index);
+        let chunk = self.chunks[chunk].get_or_init(|| {
+            let len = BASE << chunk;
+            (0..len).map(|_| T::default()).collect()
+        });
+        &chunk[offset]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elements_are_stable_and_lazily_allocated() {
+        let s: Segmented<std::sync::atomic::AtomicU32> = Segmented::new();
+        assert!(s.get(0).is_none());
+        for i in [0usize, 1, 63, 64, 65, 191, 192, 10_000] {
+            s.get_or_alloc(i)
+                .store(i as u32, std::sync::atomic::Ordering::Relaxed);
+        }
+        for i in [0usize, 1, 63, 64, 65, 191, 192, 10_000] {
+            assert_eq!(
+                s.get(i).unwrap().load(std::sync::atomic::Ordering::Relaxed),
+                i as u32
+            );
+        }
+        assert!(s.get(1_000_000).is_none());
+    }
+
+    #[test]
+    fn chunks_tile_the_index_space() {
+        let mut expected = (0usize, 0usize);
+        for i in 0..100_000usize {
+            let (chunk, offset) = Segmented::<u8>::locate(i);
+            assert_eq!((chunk, offset), expected, "index {i}");
+            expected = if offset + 1 == BASE << chunk {
+                (chunk + 1, 0)
+            } else {
+                (chunk, offset + 1)
+            };
+        }
+        assert_eq!(Segmented::<u8>::locate(u32::MAX as usize).0, CHUNKS - 1);
+    }
+}

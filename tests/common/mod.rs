@@ -1,0 +1,215 @@
+//! Shared harness: every backend configuration, run in lockstep with the reference model.
+#![allow(dead_code)]
+
+use kvidx::reference::ReferenceIndex;
+use kvidx::{Backend, BackendKind, Block, Config, Event, Indexer, Match, Stats, Worker};
+
+/// The configurations every semantic test runs: each backend, synchronous and pooled, and
+/// several jump sizes (1 = no jumps; odd sizes land jumps on odd positions).
+pub fn configs() -> Vec<(String, Config)> {
+    let mut out = Vec::new();
+    for threads in [0usize, 2] {
+        for jump in [1usize, 2, 3, 8, 32] {
+            out.push((
+                format!("positional(jump={jump},threads={threads})"),
+                Config {
+                    backend: BackendKind::Positional,
+                    event_threads: threads,
+                    jump_size: jump,
+                    queue_capacity: 4,
+                },
+            ));
+        }
+        out.push((
+            format!("radix(threads={threads})"),
+            Config {
+                backend: BackendKind::Radix,
+                event_threads: threads,
+                jump_size: 0,
+                queue_capacity: 4,
+            },
+        ));
+    }
+    out
+}
+
+/// Configurations of one backend only.
+pub fn configs_of(kind: BackendKind) -> Vec<(String, Config)> {
+    configs()
+        .into_iter()
+        .filter(|(_, c)| c.backend == kind)
+        .collect()
+}
+
+/// One step of a test scenario.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Event(Event),
+    RemoveWorker(u64),
+    RemoveWorkerDpRank(Worker),
+    Query(Vec<u64>),
+}
+
+/// Applies ops to an indexer and to the reference model, comparing every query answer and,
+/// after every op, the stats. Panics with the failing step on the first difference.
+pub struct Lockstep {
+    pub name: String,
+    pub indexer: Indexer,
+    pub reference: ReferenceIndex,
+    reference_stats: Stats,
+    step: usize,
+}
+
+impl Lockstep {
+    pub fn new(name: &str, config: Config) -> Self {
+        Self {
+            name: name.to_string(),
+            indexer: Indexer::new(config).expect("valid config"),
+            reference: ReferenceIndex::new(),
+            reference_stats: Stats::default(),
+            step: 0,
+        }
+    }
+
+    fn reference_apply(&mut self, event: &Event) {
+        match self.reference.apply(event.worker, &event.data) {
+            kvidx::Outcome::Applied { unknown_removals } => {
+                self.reference_stats.events_applied += 1;
+                self.reference_stats.unknown_removals += unknown_removals;
+            }
+            kvidx::Outcome::Rejected(_) => self.reference_stats.events_rejected += 1,
+        }
+    }
+
+    pub fn run(&mut self, op: &Op) {
+        self.step += 1;
+        match op {
+            Op::Event(event) => {
+                self.reference_apply(event);
+                let result = self.indexer.apply_event(event.clone());
+                if self.indexer.config().event_threads == 0 {
+                    let rejected = matches!(result, Err(kvidx::Error::ParentNotFound));
+                    assert!(
+                        result.is_ok() || rejected,
+                        "{}: step {}: unexpected {result:?}",
+                        self.name,
+                        self.step
+                    );
+                } else {
+                    result.expect("pooled apply accepts well-formed events");
+                }
+            }
+            Op::RemoveWorker(id) => {
+                self.reference.remove_worker(*id);
+                self.indexer.remove_worker(*id).unwrap();
+            }
+            Op::RemoveWorkerDpRank(w) => {
+                self.reference.remove_worker_dp_rank(*w);
+                self.indexer.remove_worker_dp_rank(*w).unwrap();
+            }
+            Op::Query(q) => {
+                self.indexer.flush().unwrap();
+                let got = self.indexer.find_matches(q);
+                let want = self.expected(q);
+                assert_eq!(got, want, "{}: step {}: query {q:?}", self.name, self.step);
+            }
+        }
+        self.check_stats();
+    }
+
+    pub fn expected(&self, q: &[u64]) -> Vec<Match> {
+        let mut want = Vec::new();
+        self.reference.find_matches_into(q, &mut want);
+        want
+    }
+
+    pub fn check_stats(&mut self) {
+        self.indexer.flush().unwrap();
+        let mut want = self.reference_stats;
+        want.workers = self.reference.workers();
+        want.worker_blocks = self.reference.worker_blocks();
+        assert_eq!(
+            self.indexer.stats(),
+            want,
+            "{}: stats after step {}",
+            self.name,
+            self.step
+        );
+    }
+}
+
+/// Runs a scenario against every configuration.
+pub fn run_everywhere(ops: &[Op]) {
+    for (name, config) in configs() {
+        let mut lockstep = Lockstep::new(&name, config);
+        for op in ops {
+            lockstep.run(op);
+        }
+    }
+}
+
+// Small constructors that keep scenarios readable.
+
+pub const W0: Worker = Worker::new(0, 0);
+pub const W1: Worker = Worker::new(1, 0);
+pub const W0R1: Worker = Worker::new(0, 1);
+
+/// A Stored event whose blocks are `(local, name)` pairs.
+pub fn stored(worker: Worker, parent: Option<u64>, blocks: &[(u64, u64)]) -> Op {
+    Op::Event(Event::stored(
+        worker,
+        0,
+        parent,
+        blocks.iter().map(|&(l, s)| Block::new(l, s)).collect(),
+    ))
+}
+
+/// A Stored chain whose names are `base + position` and locals `locals[i]`, from `first`.
+pub fn chain(worker: Worker, locals: &[u64], first: usize, len: usize, base: u64) -> Op {
+    let parent = (first > 0).then(|| base + first as u64 - 1);
+    let blocks: Vec<(u64, u64)> = (first..first + len)
+        .map(|p| (locals[p], base + p as u64))
+        .collect();
+    stored(worker, parent, &blocks)
+}
+
+pub fn removed(worker: Worker, names: &[u64]) -> Op {
+    Op::Event(Event::removed(worker, 0, names.to_vec()))
+}
+
+pub fn cleared(worker: Worker) -> Op {
+    Op::Event(Event::cleared(worker, 0))
+}
+
+pub fn query(locals: &[u64]) -> Op {
+    Op::Query(locals.to_vec())
+}
+
+/// A query answer built by hand: `(worker, depth)` pairs in the contract's order.
+pub fn answer(pairs: &[(Worker, u32)]) -> Vec<Match> {
+    pairs
+        .iter()
+        .map(|&(w, depth)| Match {
+            worker_id: w.worker_id,
+            dp_rank: w.dp_rank,
+            depth,
+        })
+        .collect()
+}
+
+/// Applies ops to every configuration and checks one query's answer against a hand-written
+/// expectation (on top of the lockstep comparison with the reference model).
+pub fn expect_everywhere(ops: &[Op], q: &[u64], want: &[Match]) {
+    for (name, config) in configs() {
+        let mut lockstep = Lockstep::new(&name, config);
+        for op in ops {
+            lockstep.run(op);
+        }
+        lockstep.run(&Op::Query(q.to_vec()));
+        assert_eq!(
+            lockstep.expected(q),
+            want,
+            "reference model disagrees with the test"
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! Named regression tests: each case of the contract, on every backend x mode x jump size,
+//! checked against a hand-written answer and, step by step, against the reference model.
+
+mod common;
+
+use common::*;
+use kvidx::Worker;
+
+/// A long chain of locals with repeats, so that jumps and Multi entries both matter.
+fn long_locals(len: usize) -> Vec<u64> {
+    (0..len as u64).map(|i| (i * 7) % 5).collect()
+}
+
+#[test]
+fn prefix_match_and_order() {
+    let ops = [
+        stored(W1, None, &[(1, 101), (2, 102), (3, 103)]),
+        stored(W0, None, &[(1, 201), (2, 202)]),
+        stored(W0R1, None, &[(1, 301), (2, 302), (3, 303)]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3, 4], &answer(&[(W0R1, 3), (W1, 3), (W0, 2)]));
+}
+
+#[test]
+fn empty_query_and_no_match() {
+    let ops = [stored(W0, None, &[(1, 10)])];
+    expect_everywhere(&ops, &[], &[]);
+    expect_everywhere(&ops, &[9, 1], &[]);
+}
+
+#[test]
+fn hole_in_the_middle_stops_the_match() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11), (3, 12), (4, 13)]),
+        removed(W0, &[12]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3, 4], &answer(&[(W0, 2)]));
+}
+
+#[test]
+fn restored_hole_matches_again() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11), (3, 12), (4, 13)]),
+        removed(W0, &[12]),
+        stored(W0, Some(11), &[(3, 12)]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3, 4], &answer(&[(W0, 4)]));
+}
+
+#[test]
+fn front_eviction_hides_the_rest() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11), (3, 12)]),
+        removed(W0, &[10]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3], &[]);
+}
+
+#[test]
+fn removal_in_any_order() {
+    let locals = long_locals(100);
+    let mut ops = vec![chain(W0, &locals, 0, 100, 1000)];
+    for name in [1050u64, 1099, 1003, 1064, 1032, 1031] {
+        ops.push(removed(W0, &[name]));
+        ops.push(query(&locals));
+    }
+    expect_everywhere(&ops, &locals, &answer(&[(W0, 3)]));
+}
+
+#[test]
+fn hole_exactly_at_and_around_jump_points() {
+    let locals = long_locals(130);
+    for hole in [1usize, 2, 3, 7, 8, 9, 31, 32, 33, 64, 128, 129] {
+        let ops = [
+            chain(W0, &locals, 0, 130, 1000),
+            chain(W1, &locals, 0, 130, 5000),
+            removed(W0, &[1000 + hole as u64]),
+        ];
+        expect_everywhere(&ops, &locals, &answer(&[(W1, 130), (W0, hole as u32)]));
+    }
+}
+
+#[test]
+fn hole_filled_by_another_worker_does_not_count() {
+    // W0 misses position 40; W1 holds it. A count check at jump points would see the same
+    // number of holders and over-count W0.
+    let locals = long_locals(80);
+    let ops = [
+        chain(W0, &locals, 0, 80, 1000),
+        removed(W0, &[1040]),
+        chain(W1, &locals, 0, 41, 5000),
+    ];
+    expect_everywhere(&ops, &locals, &answer(&[(W1, 41), (W0, 40)]));
+}
+
+#[test]
+fn duplicate_store_is_a_no_op() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, Some(10), &[(2, 11)]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 2)]));
+}
+
+#[test]
+fn name_reused_for_another_block_replaces_it() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        // name 11 now means a block after a different prefix
+        stored(W0, None, &[(7, 20), (2, 11)]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 1)]));
+    expect_everywhere(&ops, &[7, 2], &answer(&[(W0, 2)]));
+}
+
+#[test]
+fn two_names_for_one_identity() {
+    // Two engines (or a re-hash) name the same blocks differently: removing one name keeps
+    // the block held under the other.
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, None, &[(1, 90), (2, 91)]),
+        removed(W0, &[11]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 2)]));
+    let more = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, None, &[(1, 90), (2, 91)]),
+        removed(W0, &[11, 91]),
+    ];
+    expect_everywhere(&more, &[1, 2], &answer(&[(W0, 1)]));
+}
+
+#[test]
+fn opaque_engine_hashes_agree_across_workers() {
+    // Different sequence-hash algorithms per worker; identities come from local hashes only.
+    let ops = [
+        stored(W0, None, &[(1, 0xdead), (2, 0xbeef)]),
+        stored(W1, None, &[(1, 7), (2, 8)]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 2), (W1, 2)]));
+}
+
+#[test]
+fn orphan_parent_rejects_the_whole_event() {
+    let ops = [
+        stored(W0, None, &[(1, 10)]),
+        stored(W0, Some(999), &[(2, 11), (3, 12)]),
+        // unknown worker with a parent: rejected, and the worker stays unknown
+        stored(W1, Some(10), &[(2, 11)]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 1)]));
+}
+
+#[test]
+fn parent_continues_from_its_position() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, Some(11), &[(3, 12)]),
+        stored(W1, None, &[(1, 20)]),
+        stored(W1, Some(20), &[(2, 21), (3, 22)]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3], &answer(&[(W0, 3), (W1, 3)]));
+}
+
+#[test]
+fn same_content_after_different_prefixes_is_not_confused() {
+    // Position 1 holds local 2 after prefix 1 (W0) and after prefix 5 (W1): a Multi entry.
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W1, None, &[(5, 20), (2, 21)]),
+        stored(W1, None, &[(1, 22)]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 2), (W1, 1)]));
+}
+
+#[test]
+fn unknown_removals_are_skipped_not_fatal() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11), (3, 12)]),
+        removed(W0, &[777, 12, 888]),
+        removed(W1, &[1]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3], &answer(&[(W0, 2)]));
+}
+
+#[test]
+fn cleared_drops_blocks_but_keeps_the_worker() {
+    let ops = [
+        stored(W0, None, &[(1, 10)]),
+        stored(W1, None, &[(1, 20)]),
+        cleared(W0),
+        cleared(Worker::new(9, 9)),
+    ];
+    expect_everywhere(&ops, &[1], &answer(&[(W1, 1)]));
+}
+
+#[test]
+fn remove_worker_drops_every_dp_rank() {
+    let ops = [
+        stored(W0, None, &[(1, 10)]),
+        stored(W0R1, None, &[(1, 10)]),
+        stored(W1, None, &[(1, 10)]),
+        Op::RemoveWorker(0),
+        Op::RemoveWorker(42),
+    ];
+    expect_everywhere(&ops, &[1], &answer(&[(W1, 1)]));
+}
+
+#[test]
+fn remove_worker_dp_rank_drops_one_rank() {
+    let ops = [
+        stored(W0, None, &[(1, 10)]),
+        stored(W0R1, None, &[(1, 10)]),
+        Op::RemoveWorkerDpRank(W0R1),
+        Op::RemoveWorkerDpRank(Worker::new(0, 7)),
+    ];
+    expect_everywhere(&ops, &[1], &answer(&[(W0, 1)]));
+}
+
+#[test]
+fn removed_worker_can_come_back() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        Op::RemoveWorker(0),
+        stored(W0, Some(10), &[(2, 11)]),
+        stored(W0, None, &[(1, 30)]),
+    ];
+    expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 1)]));
+}
+
+#[test]
+fn empty_events_are_no_ops_that_make_the_worker_known() {
+    let ops = [
+        stored(W0, None, &[]),
+        stored(W1, Some(5), &[]),
+        removed(Worker::new(3, 0), &[]),
+    ];
+    expect_everywhere(&ops, &[1], &[]);
+}
+
+#[test]
+fn reparenting_a_name_inside_its_own_chain() {
+    // The new block takes its own parent's name: the parent is no longer held at all, so
+    // the worker holds positions 0 and 2 of [1, 2, 3], and its depth is 1.
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, Some(11), &[(3, 11)]),
+    ];
+    expect_everywhere(&ops, &[1, 2, 3], &answer(&[(W0, 1)]));
+}
+
+#[test]
+fn query_longer_than_any_chain() {
+    let locals = long_locals(40);
+    let ops = [chain(W0, &locals, 0, 40, 1000)];
+    let mut q = locals.clone();
+    q.extend([9, 9, 9]);
+    expect_everywhere(&ops, &q, &answer(&[(W0, 40)]));
+}
