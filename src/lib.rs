@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod applier;
+pub mod engine;
 /// The C ABI v1 (`include/kvidx.h`): every `unsafe` line of the crate.
 pub mod ffi;
 pub mod hashing;

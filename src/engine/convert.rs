@@ -1,0 +1,187 @@
+//! Turns a [`DecodedBatch`] into index [`Event`]s: local hashes from the published tokens
+//! (hashing contract, LoRA seed when the event names an adapter), engine hashes as the
+//! opaque sequence names, and a filter for what a prefix-routing index should hold.
+
+use crate::hashing::{hash_tokens_with_seed, lora_seed, HASH_SEED};
+use crate::model::{Block, Event, Worker};
+
+use super::types::{BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
+
+/// Which `medium` values are indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MediaFilter {
+    /// Only the GPU cache (`"GPU"`, or no medium: engines before offloading published none).
+    #[default]
+    GpuOnly,
+    /// Every medium, in one set per worker (offloaded tiers count as hits).
+    All,
+}
+
+/// What to do with stores whose engine hash covers more than the block's tokens
+/// (multimodal items, cache salt, prompt embeds, lookahead tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExtrasPolicy {
+    /// Skip them: token-only local hashes would wrongly match other requests' blocks.
+    #[default]
+    Skip,
+    /// Index them by their tokens alone (for deployments whose queries ignore extras too).
+    HashTokensOnly,
+}
+
+/// How decoded events are filtered and hashed before they reach the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// Which media are indexed.
+    pub media: MediaFilter,
+    /// Only events of this KV-cache group (or with no group) are indexed; `None`: every group.
+    pub group: Option<u32>,
+    /// Stores whose hashes include extra keys.
+    pub extras: ExtrasPolicy,
+}
+
+impl Default for ApplyOptions {
+    /// GPU only, group 0, skip stores with extra keys.
+    fn default() -> Self {
+        Self {
+            media: MediaFilter::GpuOnly,
+            group: Some(0),
+            extras: ExtrasPolicy::Skip,
+        }
+    }
+}
+
+/// Engine events that did not become index events, by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SkipCounts {
+    /// Events with a tag this decoder does not know.
+    pub unknown_tag: u64,
+    /// Events filtered out by medium or KV-cache group.
+    pub filtered: u64,
+    /// Stores whose local hashes cannot be computed: no tokens, `len(token_ids) !=
+    /// block_size * len(block_hashes)`, no blocks, a LoRA id without a name, or extra keys
+    /// under [`ExtrasPolicy::Skip`].
+    pub unhashable: u64,
+}
+
+impl SkipCounts {
+    /// All skipped events.
+    pub fn total(&self) -> u64 {
+        self.unknown_tag + self.filtered + self.unhashable
+    }
+
+    /// Adds another count to this one.
+    pub fn add(&mut self, other: &SkipCounts) {
+        self.unknown_tag += other.unknown_tag;
+        self.filtered += other.filtered;
+        self.unhashable += other.unhashable;
+    }
+}
+
+/// The index events of a batch and what was skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Conversion {
+    /// Events for the index, in batch order, with consecutive event ids.
+    pub events: Vec<Event>,
+    /// Engine events left out.
+    pub skipped: SkipCounts,
+}
+
+/// Converts a decoded batch into index events for `worker`, numbering them from
+/// `first_event_id`.
+pub fn to_events(
+    batch: &DecodedBatch,
+    worker: Worker,
+    first_event_id: u64,
+    options: &ApplyOptions,
+) -> Conversion {
+    let mut out = Conversion::default();
+    for event in &batch.events {
+        let event_id = first_event_id.wrapping_add(out.events.len() as u64);
+        match event {
+            EngineEvent::BlockStored(stored) => {
+                if !selected(stored.medium.as_ref(), stored.group_idx, options) {
+                    out.skipped.filtered += 1;
+                } else if let Some(blocks) = local_blocks(stored, options) {
+                    let parent = stored.parent_block_hash;
+                    out.events
+                        .push(Event::stored(worker, event_id, parent, blocks));
+                } else {
+                    out.skipped.unhashable += 1;
+                }
+            }
+            EngineEvent::BlockRemoved(removed) => removed_event(removed, options, &mut out)
+                .map_or((), |hashes| {
+                    out.events.push(Event::removed(worker, event_id, hashes))
+                }),
+            EngineEvent::AllBlocksCleared => out.events.push(Event::cleared(worker, event_id)),
+            EngineEvent::Unknown { .. } => out.skipped.unknown_tag += 1,
+        }
+    }
+    out
+}
+
+fn removed_event(
+    removed: &BlockRemoved,
+    options: &ApplyOptions,
+    out: &mut Conversion,
+) -> Option<Vec<u64>> {
+    if selected(removed.medium.as_ref(), removed.group_idx, options) {
+        Some(removed.block_hashes.clone())
+    } else {
+        out.skipped.filtered += 1;
+        None
+    }
+}
+
+fn selected(medium: Option<&Medium>, group: Option<u32>, options: &ApplyOptions) -> bool {
+    let medium_ok = match options.media {
+        MediaFilter::All => true,
+        MediaFilter::GpuOnly => matches!(medium, None | Some(Medium::Gpu)),
+    };
+    let group_ok = match (options.group, group) {
+        (None, _) | (_, None) => true,
+        (Some(want), Some(got)) => want == got,
+    };
+    medium_ok && group_ok
+}
+
+/// The `(local, engine)` blocks of a store, or `None` when they cannot be hashed.
+fn local_blocks(stored: &BlockStored, options: &ApplyOptions) -> Option<Vec<Block>> {
+    let n = stored.block_hashes.len();
+    let size = stored.block_size as usize;
+    if n == 0 || size == 0 || stored.token_ids.is_empty() {
+        return None;
+    }
+    if size.checked_mul(n) != Some(stored.token_ids.len()) {
+        return None;
+    }
+    if stored.lora_id.is_some() && stored.lora_name.is_none() {
+        return None;
+    }
+    if options.extras == ExtrasPolicy::Skip && has_extras(stored) {
+        return None;
+    }
+    let seed = stored.lora_name.as_deref().map_or(HASH_SEED, lora_seed);
+    let locals = hash_tokens_with_seed(&stored.token_ids, size, seed);
+    Some(
+        locals
+            .into_iter()
+            .zip(&stored.block_hashes)
+            .map(|(local, &engine)| Block::new(local, engine))
+            .collect(),
+    )
+}
+
+/// Whether the engine's hashes mix in anything but the tokens and the LoRA name.
+fn has_extras(stored: &BlockStored) -> bool {
+    let lora = stored.lora_name.as_deref();
+    let extra_keys = stored.extra_keys.iter().flatten().flatten().flatten();
+    let mut keys =
+        extra_keys.filter(|key| !matches!(key, ExtraKey::Text(t) if Some(t.as_str()) == lora));
+    let lookahead = stored
+        .lookahead_token_ids
+        .iter()
+        .flatten()
+        .any(|tokens| !tokens.is_empty());
+    keys.next().is_some() || lookahead || stored.cache_salt.is_some()
+}

@@ -1,0 +1,34 @@
+//! Engine KV events: the msgpack `KVEventBatch` payloads that vLLM, SGLang and TensorRT-LLM
+//! publish over ZMQ, decoded and applied to an [`Indexer`](crate::Indexer).
+//!
+//! - [`decode_batch`] decodes one payload (both event encodings of vLLM, every generation of
+//!   field lists, SGLang's positions, envelopes of 2 or 3 elements or a map) into a
+//!   [`DecodedBatch`]; engine hashes (unsigned, signed or bin) are folded to `u64`.
+//! - [`to_events`] turns it into index events: local hashes from the published tokens with
+//!   [`crate::hashing`] (LoRA seed when `lora_name` is set), engine hashes as opaque names,
+//!   filtered by medium and KV-cache group ([`ApplyOptions`]).
+//! - [`apply_payload`] / [`EngineFeed::apply_message`] decode fully, then apply: a malformed
+//!   batch leaves the index unchanged. [`EngineFeed`] tracks each publisher's 8-byte
+//!   big-endian batch sequence ([`SeqTracker`]) and reports gaps and restarts.
+//!
+//! Recommended reaction to a gap: ask the engine's replay socket for the missing range
+//! (`start_seq` = the first missing sequence) and apply it before the batch that revealed the
+//! gap; if there is no replay socket or it no longer holds the range, clear the worker. To a
+//! restart: clear the worker (the restarted engine's cache is empty).
+
+mod convert;
+mod decode;
+mod error;
+mod feed;
+mod seq;
+mod types;
+mod wire;
+
+pub use convert::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};
+pub use decode::{decode_batch, MAX_DEPTH};
+pub use error::DecodeError;
+pub use feed::{
+    apply_batch, apply_payload, BatchReport, EngineFeed, EngineStats, FeedConfig, FeedError,
+};
+pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};
+pub use types::{BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, Format, Medium};

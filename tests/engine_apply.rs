@@ -1,0 +1,340 @@
+//! Decoded engine batches applied to an indexer: local hashes from tokens (LoRA seed
+//! included), filters, skip counts, dp rank, sequence tracking, and malformed batches that
+//! change nothing.
+
+use kvidx::engine::{
+    apply_batch, apply_payload, decode_batch, ApplyOptions, BlockStored, DecodedBatch,
+    EngineEvent, EngineFeed, ExtrasPolicy, FeedConfig, FeedError, Format, MediaFilter, SeqStatus,
+    SkipCounts,
+};
+use kvidx::hashing::{hash_tokens, hash_tokens_with_seed, lora_seed};
+use kvidx::{BackendKind, Config, Indexer, Match, Worker};
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/engine/{name}.msgpack",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn sync_indexer() -> Indexer {
+    Indexer::new(Config {
+        backend: BackendKind::Positional,
+        event_threads: 0,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+fn tokens(range: std::ops::RangeInclusive<u32>) -> Vec<u32> {
+    range.collect()
+}
+
+fn depth(indexer: &Indexer, query: &[u64], worker: Worker) -> u32 {
+    indexer
+        .find_matches(query)
+        .iter()
+        .find(|m| m.worker() == worker)
+        .map_or(0, |m| m.depth)
+}
+
+/// Applies the first `n` events of a fixture's batch.
+fn apply_prefix(indexer: &Indexer, batch: &DecodedBatch, n: usize, worker: Worker) {
+    let part = DecodedBatch {
+        events: batch.events[..n].to_vec(),
+        ..batch.clone()
+    };
+    apply_batch(indexer, &part, worker, 0, &ApplyOptions::default()).unwrap();
+}
+
+#[test]
+fn chain_of_a_vllm_batch_matches_token_queries() {
+    let batch = decode_batch(Format::Vllm, &fixture("vllm_array_gen12")).unwrap();
+    let query = hash_tokens(&tokens(1..=12), 4);
+    let w = Worker::new(9, 0);
+    for (n, expected) in [(1, 2), (2, 3), (3, 0), (4, 0)] {
+        let indexer = sync_indexer();
+        apply_prefix(&indexer, &batch, n, w);
+        assert_eq!(depth(&indexer, &query, w), expected, "after {n} events");
+    }
+    // Removing block 0 leaves positions 1 and 2 held; storing it again restores depth 3.
+    let indexer = sync_indexer();
+    apply_prefix(&indexer, &batch, 3, w);
+    assert_eq!(indexer.stats().worker_blocks, 2);
+    apply_prefix(&indexer, &batch, 1, w);
+    assert_eq!(depth(&indexer, &query, w), 3);
+}
+
+#[test]
+fn whole_batch_report_and_stats() {
+    let indexer = sync_indexer();
+    let report = apply_payload(
+        &indexer,
+        Format::Vllm,
+        5,
+        None,
+        &fixture("vllm_annotated_0_33"),
+        &ApplyOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(report.dp_rank, 0);
+    assert_eq!(report.events_decoded, 3);
+    assert_eq!(report.events_submitted, 3);
+    assert_eq!(report.events_rejected, 0);
+    assert_eq!(report.skipped, SkipCounts::default());
+    let stats = indexer.stats();
+    assert_eq!(stats.events_applied, 3);
+    assert_eq!(stats.unknown_removals, 1, "hash 7 was never stored");
+    assert_eq!(stats.workers, 1);
+    assert_eq!(stats.worker_blocks, 0, "AllBlocksCleared");
+}
+
+#[test]
+fn lora_name_seeds_local_hashes() {
+    let indexer = sync_indexer();
+    let report = apply_payload(
+        &indexer,
+        Format::Vllm,
+        1,
+        None,
+        &fixture("vllm_array_gen8_lora"),
+        &ApplyOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(report.dp_rank, 1, "rank taken from the envelope");
+    let w = Worker::new(1, 1);
+    let lora_query = hash_tokens_with_seed(&tokens(1..=8), 4, lora_seed("adapter-a"));
+    // Block 0 was removed by the batch's second event: the chain starts with a hole.
+    assert_eq!(depth(&indexer, &lora_query, w), 0);
+    assert_eq!(indexer.stats().worker_blocks, 1);
+    let batch = decode_batch(Format::Vllm, &fixture("vllm_array_gen8_lora")).unwrap();
+    let indexer = sync_indexer();
+    apply_prefix(&indexer, &batch, 1, w);
+    assert_eq!(depth(&indexer, &lora_query, w), 2);
+    assert_eq!(depth(&indexer, &hash_tokens(&tokens(1..=8), 4), w), 0);
+}
+
+#[test]
+fn filters_and_skip_reasons() {
+    let payload = fixture("vllm_map_0_33_full");
+    let indexer = sync_indexer();
+    let report = apply_payload(
+        &indexer,
+        Format::Vllm,
+        2,
+        Some(0),
+        &payload,
+        &ApplyOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(report.events_decoded, 6);
+    assert_eq!(report.events_submitted, 2);
+    assert_eq!(
+        report.skipped,
+        SkipCounts {
+            unknown_tag: 1,
+            filtered: 2,
+            unhashable: 1
+        }
+    );
+    assert_eq!(indexer.stats().worker_blocks, 1, "d2 stays after d1 removed");
+
+    let everything = ApplyOptions {
+        media: MediaFilter::All,
+        group: None,
+        extras: ExtrasPolicy::HashTokensOnly,
+    };
+    let indexer = sync_indexer();
+    let report = apply_payload(&indexer, Format::Vllm, 2, Some(0), &payload, &everything).unwrap();
+    assert_eq!(report.events_submitted, 5);
+    assert_eq!(report.skipped.total(), 1);
+    assert_eq!(report.skipped.unknown_tag, 1);
+}
+
+#[test]
+fn sglang_signed_hashes_link_parents() {
+    let indexer = sync_indexer();
+    let batch = decode_batch(Format::Sglang, &fixture("sglang_map")).unwrap();
+    let w = Worker::new(3, 1);
+    let report = apply_batch(&indexer, &batch, w, 0, &ApplyOptions::default()).unwrap();
+    // GPU store, medium-less store (parent -2), CPU_PINNED filtered, salted skipped.
+    assert_eq!(report.skipped.filtered, 1);
+    assert_eq!(report.skipped.unhashable, 1);
+    assert_eq!(report.events_rejected, 0);
+    let indexer = sync_indexer();
+    apply_prefix(&indexer, &batch, 2, w);
+    assert_eq!(depth(&indexer, &hash_tokens(&tokens(1..=12), 4), w), 3);
+}
+
+#[test]
+fn unhashable_stores_are_skipped() {
+    let base = BlockStored {
+        block_hashes: vec![1, 2],
+        token_ids: tokens(1..=8),
+        block_size: 4,
+        ..BlockStored::default()
+    };
+    let cases = [
+        BlockStored {
+            token_ids: vec![],
+            ..base.clone()
+        },
+        BlockStored {
+            token_ids: tokens(1..=7),
+            ..base.clone()
+        },
+        BlockStored {
+            block_size: 0,
+            ..base.clone()
+        },
+        BlockStored {
+            lora_id: Some(4),
+            ..base.clone()
+        },
+        BlockStored {
+            lookahead_token_ids: Some(vec![vec![9], vec![10]]),
+            ..base.clone()
+        },
+        BlockStored {
+            block_hashes: vec![],
+            token_ids: vec![],
+            ..base.clone()
+        },
+    ];
+    for case in cases {
+        let batch = DecodedBatch {
+            ts: 0.0,
+            events: vec![EngineEvent::BlockStored(Box::new(case.clone()))],
+            dp_rank: None,
+        };
+        let indexer = sync_indexer();
+        let report =
+            apply_batch(&indexer, &batch, Worker::new(1, 0), 0, &ApplyOptions::default()).unwrap();
+        assert_eq!(report.skipped.unhashable, 1, "{case:?}");
+        assert_eq!(indexer.stats().events_applied, 0);
+    }
+    // The well-formed one is applied.
+    let batch = DecodedBatch {
+        ts: 0.0,
+        events: vec![EngineEvent::BlockStored(Box::new(base))],
+        dp_rank: None,
+    };
+    let indexer = sync_indexer();
+    apply_batch(&indexer, &batch, Worker::new(1, 0), 0, &ApplyOptions::default()).unwrap();
+    assert_eq!(indexer.stats().worker_blocks, 2);
+}
+
+#[test]
+fn missing_parent_counts_as_rejected() {
+    let batch = decode_batch(Format::Vllm, &fixture("vllm_array_gen12")).unwrap();
+    let only_b = DecodedBatch {
+        events: vec![batch.events[1].clone()],
+        ..batch
+    };
+    let indexer = sync_indexer();
+    let report =
+        apply_batch(&indexer, &only_b, Worker::new(1, 0), 0, &ApplyOptions::default()).unwrap();
+    assert_eq!((report.events_submitted, report.events_rejected), (1, 1));
+    assert_eq!(indexer.stats().events_rejected, 1);
+}
+
+fn snapshot(indexer: &Indexer) -> (kvidx::Stats, Vec<Match>) {
+    indexer.flush().unwrap();
+    let query = hash_tokens(&tokens(1..=12), 4);
+    (indexer.stats(), indexer.find_matches(&query))
+}
+
+#[test]
+fn feed_tracks_sequences_and_reacts() {
+    let indexer = Indexer::new(Config::default()).unwrap(); // pooled mode
+    let mut feed = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    let store = fixture("trtllm_map"); // stores chain A (3 blocks), removes block 0
+    let w = Worker::new(4, 0);
+    let query = hash_tokens(&tokens(1..=12), 4);
+    let send = |feed: &mut EngineFeed, seq| {
+        feed.apply_message(&indexer, 4, Some(0), Some(seq), &store)
+            .unwrap()
+    };
+    let r = send(&mut feed, 0);
+    assert_eq!((r.seq, r.cleared_worker), (Some(SeqStatus::First), false));
+    let r = send(&mut feed, 1);
+    assert_eq!(r.seq, Some(SeqStatus::InOrder));
+    let r = send(&mut feed, 5);
+    assert_eq!(
+        r.seq,
+        Some(SeqStatus::Gap {
+            expected: 2,
+            got: 5
+        })
+    );
+    assert!(r.cleared_worker);
+    let r = send(&mut feed, 0);
+    assert_eq!(
+        r.seq,
+        Some(SeqStatus::Restart {
+            expected: 6,
+            got: 0
+        })
+    );
+    assert!(r.cleared_worker);
+    indexer.flush().unwrap();
+    assert_eq!(indexer.stats().worker_blocks, 2);
+    assert_eq!(depth(&indexer, &query, w), 0, "block 0 removed");
+
+    // A malformed payload: error, nothing applied, sequence not recorded.
+    let before = snapshot(&indexer);
+    let mut broken = store.clone();
+    broken.truncate(broken.len() - 3);
+    let err = feed
+        .apply_message(&indexer, 4, Some(0), Some(1), &broken)
+        .unwrap_err();
+    assert!(matches!(err, FeedError::Decode(_)));
+    assert_eq!(snapshot(&indexer), before);
+    assert_eq!(feed.tracker().expected(&w), Some(1));
+
+    let stats = feed.stats();
+    assert_eq!(stats.batches, 4);
+    assert_eq!(stats.batches_malformed, 1);
+    assert_eq!(stats.gaps, 1);
+    assert_eq!(stats.batches_missed, 3);
+    assert_eq!(stats.restarts, 1);
+    assert_eq!(stats.workers_cleared, 2);
+    assert_eq!(stats.events_decoded, 12);
+    assert_eq!(stats.events_submitted, 12);
+}
+
+#[test]
+fn a_batch_with_one_malformed_event_applies_nothing() {
+    // [1.0, [<valid BlockStored>, ["BlockRemoved", "not-a-list"]], 0]
+    use rmpv::Value;
+    let valid = decode_batch(Format::Vllm, &fixture("vllm_annotated_array_gen12")).unwrap();
+    assert_eq!(valid.events.len(), 1);
+    let stored = rmpv::decode::read_value(&mut &fixture("vllm_annotated_array_gen12")[..])
+        .unwrap()
+        .as_array()
+        .unwrap()[1]
+        .as_array()
+        .unwrap()[0]
+        .clone();
+    let bad = Value::Array(vec![Value::from("BlockRemoved"), Value::from("not-a-list")]);
+    let batch = Value::Array(vec![
+        Value::F64(1.0),
+        Value::Array(vec![stored, bad]),
+        Value::from(0),
+    ]);
+    let mut payload = Vec::new();
+    rmpv::encode::write_value(&mut payload, &batch).unwrap();
+    let indexer = sync_indexer();
+    let before = snapshot(&indexer);
+    let result = apply_payload(
+        &indexer,
+        Format::Vllm,
+        1,
+        None,
+        &payload,
+        &ApplyOptions::default(),
+    );
+    assert!(matches!(result, Err(FeedError::Decode(_))));
+    assert_eq!(snapshot(&indexer), before);
+}
