@@ -122,11 +122,9 @@ impl Match {
 
 /// Sorts matches in the contract's order: depth descending, then worker id, then dp rank.
 pub fn sort_matches(matches: &mut [Match]) {
-    matches.sort_unstable_by(|a, b| {
-        b.depth
-            .cmp(&a.depth)
-            .then(a.worker_id.cmp(&b.worker_id))
-            .then(a.dp_rank.cmp(&b.dp_rank))
+    // One packed key: the complement of the depth first, so deeper sorts first.
+    matches.sort_unstable_by_key(|m| {
+        (u128::from(!m.depth) << 96) | (u128::from(m.worker_id) << 32) | u128::from(m.dp_rank)
     });
 }
 

@@ -378,6 +378,42 @@ impl PositionalIndex {
         }
     }
 
+    /// Finds the depth of every worker in `s.bisect`: each is jump-safe, holds the query's
+    /// identities before `first` and misses the one at `last`, so its depth is in
+    /// `first..=last`. The group is split at the middle position by who holds it, and each half
+    /// searched on: one lookup per distinct drop point and halving, not per position.
+    fn bisect(
+        &self,
+        local_hashes: &[u64],
+        first: usize,
+        last: usize,
+        s: &mut Scratch,
+        out: &mut Vec<Match>,
+    ) {
+        s.stack.clear();
+        s.stack.push((first, last, 0, s.bisect.len()));
+        while let Some((lo, hi, start, end)) = s.stack.pop() {
+            if start == end {
+                continue;
+            }
+            if lo == hi {
+                for &slot in &s.bisect[start..end] {
+                    push_match(out, self.registry.worker_of(slot), lo);
+                }
+                continue;
+            }
+            let mid = lo + (hi - lo) / 2;
+            self.with_holders(mid, local_hashes[mid], s.query[mid], |h| {
+                split_by(&s.bisect[start..end], h, &mut s.kept, &mut s.dropped);
+            });
+            let split = start + s.kept.len();
+            s.bisect[start..split].copy_from_slice(&s.kept);
+            s.bisect[split..end].copy_from_slice(&s.dropped);
+            s.stack.push((mid + 1, hi, start, split));
+            s.stack.push((lo, mid, split, end));
+        }
+    }
+
     fn search(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
         // Depths are u32: a query longer than the deepest possible chain cannot match further.
         let n = local_hashes.len().min(u32::MAX as usize);
@@ -397,11 +433,17 @@ impl PositionalIndex {
                 let prev = *s.query.last().expect("non-empty");
                 s.query.push(mix(prev, local_hashes[s.query.len()]));
             }
-            // Workers holding the target that may be trusted to hold everything before it.
+            // Sort the active workers by what the target tells about them. A jump-safe worker
+            // holds a downward-closed set of the query's identities: holding the target means
+            // holding everything before it, and missing it means its depth lies in
+            // matched..=target, found by bisection. Any other worker is walked position by
+            // position.
             self.with_holders(target, local_hashes[target], s.query[target], |h| {
-                split_by(&s.active, h, &mut s.kept, &mut s.unsure);
+                split_by(&s.active, h, &mut s.kept, &mut s.dropped);
             });
             s.confirmed.clear();
+            s.unsure.clear();
+            s.bisect.clear();
             for &slot in &s.kept {
                 if self.jump_safe(slot) {
                     s.confirmed.push(slot);
@@ -409,9 +451,16 @@ impl PositionalIndex {
                     s.unsure.push(slot);
                 }
             }
+            for &slot in &s.dropped {
+                if self.jump_safe(slot) {
+                    s.bisect.push(slot);
+                } else {
+                    s.unsure.push(slot);
+                }
+            }
+            self.bisect(local_hashes, matched, target, s, out);
             if !s.unsure.is_empty() {
                 s.unsure.sort_unstable();
-                // Walk the skipped positions for the others, recording where each drops.
                 let skipped = local_hashes[..=target].iter().zip(&s.query).enumerate();
                 for (position, (&local, &identity)) in skipped.skip(matched) {
                     if s.unsure.is_empty() {
@@ -454,6 +503,9 @@ struct Scratch {
     unsure: Vec<u32>,
     confirmed: Vec<u32>,
     dropped: Vec<u32>,
+    bisect: Vec<u32>,
+    /// Pending bisection ranges: (first position, last position, start, end in `bisect`).
+    stack: Vec<(usize, usize, usize, usize)>,
 }
 
 thread_local! {

@@ -49,11 +49,25 @@ pub(crate) fn split_by(
 ) {
     kept.clear();
     dropped.clear();
-    let mut h = holders.iter().peekable();
+    if active.len() * 8 < holders.len() {
+        // Few active workers among many holders: look each one up.
+        for &slot in active {
+            if holders.binary_search(&slot).is_ok() {
+                kept.push(slot);
+            } else {
+                dropped.push(slot);
+            }
+        }
+        return;
+    }
+    let mut h = 0;
     for &slot in active {
-        while h.next_if(|&&x| x < slot).is_some() {}
-        if h.peek() == Some(&&slot) {
+        while h < holders.len() && holders[h] < slot {
+            h += 1;
+        }
+        if h < holders.len() && holders[h] == slot {
             kept.push(slot);
+            h += 1;
         } else {
             dropped.push(slot);
         }
@@ -103,6 +117,20 @@ mod tests {
         assert_eq!(dropped, vec![1, 4, 9]);
         merge_into(&kept, &dropped, &mut merged);
         assert_eq!(merged, vec![1, 2, 4, 7, 9]);
+        split_by(
+            &[3],
+            &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+            &mut kept,
+            &mut dropped,
+        );
+        assert_eq!((kept.as_slice(), dropped.as_slice()), (&[3][..], &[][..]));
+        split_by(
+            &[10],
+            &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+            &mut kept,
+            &mut dropped,
+        );
+        assert_eq!((kept.as_slice(), dropped.as_slice()), (&[][..], &[10][..]));
         split_by(&[1, 2], &[], &mut kept, &mut dropped);
         assert!(kept.is_empty());
         assert_eq!(dropped, vec![1, 2]);
