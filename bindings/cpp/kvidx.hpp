@@ -1,0 +1,449 @@
+// kvidx.hpp — header-only C++17 wrapper over the kvidx C ABI v1 (kvidx.h).
+//
+// Error handling: the wrapper never throws for a library error. Every fallible call returns a
+// [[nodiscard]] kvidx::Status (no value) or kvidx::Result<T> (a value or a Status). The only
+// exceptions that can escape are std::bad_alloc from growing a caller-owned buffer
+// (MatchBuffer, hash output vectors), as with any standard container.
+//
+// Ownership: kvidx::Indexer is move-only and owns its C handle through std::unique_ptr with a
+// deleter calling kvidx_free. A moved-from Indexer holds no handle; calls on it return
+// Errc::null_pointer (the C ABI's answer for a NULL handle).
+//
+// Inputs are non-owning views (kvidx::Span): pass a pointer + size, a std::vector, a
+// std::array or a C array. The library keeps no pointer after a call returns.
+//
+// Thread safety: as the C ABI. Every member function of one Indexer may be called from any
+// number of threads at once, except destruction and move-assignment, which must not overlap any
+// other call on that Indexer. A MatchBuffer belongs to one thread at a time.
+#ifndef KVIDX_HPP
+#define KVIDX_HPP
+
+#include <kvidx.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kvidx {
+
+/// The C ABI's status codes as a scoped enum (same values; never renumbered).
+enum class Errc : std::uint32_t {
+  ok = KVIDX_OK,                               ///< Success.
+  null_pointer = KVIDX_ERR_NULL_POINTER,       ///< A required pointer (or handle) was null.
+  invalid_argument = KVIDX_ERR_INVALID_ARGUMENT,  ///< Bad enum/config value or inconsistent fields.
+  buffer_too_small = KVIDX_ERR_BUFFER_TOO_SMALL,  ///< Never returned by the wrapper (it regrows).
+  parent_not_found = KVIDX_ERR_PARENT_NOT_FOUND,  ///< Synchronous mode: a STORED was rejected.
+  shut_down = KVIDX_ERR_SHUT_DOWN,             ///< The indexer's event threads are gone.
+  panic = KVIDX_ERR_PANIC,                     ///< An internal bug was caught at the boundary.
+  poisoned = KVIDX_ERR_POISONED,               ///< A panic happened earlier on this handle.
+};
+
+/// The outcome of a call that returns no value: Errc::ok or an error code.
+class [[nodiscard]] Status {
+ public:
+  /// A successful status.
+  constexpr Status() noexcept = default;
+  /// A status holding `code`.
+  constexpr explicit Status(Errc code) noexcept : code_(code) {}
+  /// Maps a raw C status (any value, also unknown ones) to a Status.
+  static constexpr Status from_c(kvidx_status code) noexcept {
+    return Status(static_cast<Errc>(static_cast<std::uint32_t>(code)));
+  }
+
+  /// True when the call succeeded.
+  [[nodiscard]] constexpr bool ok() const noexcept { return code_ == Errc::ok; }
+  /// Same as ok().
+  constexpr explicit operator bool() const noexcept { return ok(); }
+  /// The status code.
+  [[nodiscard]] constexpr Errc code() const noexcept { return code_; }
+  /// A static, never-null English description (from kvidx_status_str).
+  [[nodiscard]] const char* message() const noexcept {
+    return kvidx_status_str(static_cast<std::uint32_t>(code_));
+  }
+
+  /// Statuses compare by code.
+  friend constexpr bool operator==(Status a, Status b) noexcept { return a.code_ == b.code_; }
+  /// Statuses compare by code.
+  friend constexpr bool operator!=(Status a, Status b) noexcept { return a.code_ != b.code_; }
+  /// A status equals the code it holds.
+  friend constexpr bool operator==(Status a, Errc b) noexcept { return a.code_ == b; }
+  /// A status differs from any other code.
+  friend constexpr bool operator!=(Status a, Errc b) noexcept { return a.code_ != b; }
+
+ private:
+  Errc code_ = Errc::ok;
+};
+
+/// Either a value of type T or an error Status (never Errc::ok without a value).
+///
+/// Accessing value() of an error result is a precondition violation: it aborts the process
+/// (the wrapper does not throw). Check ok() first, or use value_or().
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  /// A successful result holding `value`.
+  Result(T value) noexcept(std::is_nothrow_move_constructible_v<T>)  // NOLINT: implicit by design
+      : value_(std::move(value)) {}
+  /// A failed result; `error` must not be Errc::ok (it is mapped to Errc::invalid_argument).
+  Result(Status error) noexcept  // NOLINT: implicit by design
+      : status_(error.ok() ? Status(Errc::invalid_argument) : error) {}
+
+  /// True when a value is held.
+  [[nodiscard]] bool ok() const noexcept { return value_.has_value(); }
+  /// Same as ok().
+  explicit operator bool() const noexcept { return ok(); }
+  /// Errc::ok when a value is held, else the error.
+  [[nodiscard]] Status status() const noexcept { return status_; }
+
+  /// The value; aborts if there is none.
+  [[nodiscard]] T& value() & noexcept { return checked(), *value_; }
+  /// The value; aborts if there is none.
+  [[nodiscard]] const T& value() const& noexcept { return checked(), *value_; }
+  /// The value, moved out; aborts if there is none.
+  [[nodiscard]] T&& value() && noexcept { return checked(), std::move(*value_); }
+  /// A copy of the value, or `fallback` on error.
+  [[nodiscard]] T value_or(T fallback) const& { return ok() ? *value_ : std::move(fallback); }
+  /// The value moved out, or `fallback` on error.
+  [[nodiscard]] T value_or(T fallback) && {
+    return ok() ? std::move(*value_) : std::move(fallback);
+  }
+  /// The value; aborts if there is none.
+  [[nodiscard]] T& operator*() & noexcept { return value(); }
+  /// The value; aborts if there is none.
+  [[nodiscard]] const T& operator*() const& noexcept { return value(); }
+  /// Member access to the value; aborts if there is none.
+  [[nodiscard]] T* operator->() noexcept { return &value(); }
+  /// Member access to the value; aborts if there is none.
+  [[nodiscard]] const T* operator->() const noexcept { return &value(); }
+
+ private:
+  void checked() const noexcept {
+    if (!value_) std::abort();
+  }
+  std::optional<T> value_;
+  Status status_;
+};
+
+/// A non-owning view of `size` contiguous elements (a minimal std::span for C++17).
+template <class T>
+class Span {
+ public:
+  /// An empty view.
+  constexpr Span() noexcept = default;
+  /// A view of `size` elements at `data` (`data` may be null only when `size` is 0).
+  constexpr Span(const T* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  /// A view of a vector's elements.
+  template <class A>
+  Span(const std::vector<T, A>& v) noexcept : data_(v.data()), size_(v.size()) {}  // NOLINT
+  /// A view of an array's elements.
+  template <std::size_t N>
+  constexpr Span(const std::array<T, N>& a) noexcept : data_(a.data()), size_(N) {}  // NOLINT
+  /// A view of a C array's elements.
+  template <std::size_t N>
+  constexpr Span(const T (&a)[N]) noexcept : data_(a), size_(N) {}  // NOLINT
+
+  /// First element (may be null when empty).
+  [[nodiscard]] constexpr const T* data() const noexcept { return data_; }
+  /// Number of elements.
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
+  /// True when there are no elements.
+  [[nodiscard]] constexpr bool empty() const noexcept { return size_ == 0; }
+  /// Iterator to the first element.
+  [[nodiscard]] constexpr const T* begin() const noexcept { return data_; }
+  /// Iterator past the last element.
+  [[nodiscard]] constexpr const T* end() const noexcept { return data_ + size_; }
+  /// Element `i` (no bounds check).
+  [[nodiscard]] constexpr const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+
+ private:
+  const T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// One block of a STORED event: {local_hash, seq_hash} (the C struct itself).
+using Block = kvidx_block;
+/// One worker's match depth: {worker_id, dp_rank, depth} (the C struct itself).
+using Match = kvidx_match;
+/// Indexer counters (the C struct itself).
+using Stats = kvidx_stats;
+/// A non-owning event description (the C struct itself); build it with stored(), removed(),
+/// cleared(). It points into the caller's arrays, which must outlive the apply call only.
+using Event = kvidx_event;
+
+/// A worker: (worker_id, dp_rank).
+struct Worker {
+  std::uint64_t id = 0;    ///< The engine's worker id.
+  std::uint32_t rank = 0;  ///< The data-parallel rank.
+  /// Workers compare by (id, rank).
+  friend constexpr bool operator==(Worker a, Worker b) noexcept {
+    return a.id == b.id && a.rank == b.rank;
+  }
+  /// Workers compare by (id, rank).
+  friend constexpr bool operator!=(Worker a, Worker b) noexcept { return !(a == b); }
+};
+
+/// Index backends.
+enum class Backend : std::uint32_t {
+  positional = KVIDX_BACKEND_POSITIONAL,  ///< The positional ("flash") index.
+  radix = KVIDX_BACKEND_RADIX,            ///< The concurrent radix tree.
+};
+
+/// A STORED event: `blocks` continue `parent` (a seq hash the worker holds) or, when `parent`
+/// is empty, start at position 0.
+[[nodiscard]] inline Event stored(Worker worker, std::uint64_t event_id,
+                                  std::optional<std::uint64_t> parent,
+                                  Span<Block> blocks) noexcept {
+  Event e{};
+  e.kind = KVIDX_EVENT_STORED;
+  e.worker_id = worker.id;
+  e.dp_rank = worker.rank;
+  e.event_id = event_id;
+  e.has_parent = parent ? 1 : 0;
+  e.parent_seq_hash = parent.value_or(0);
+  e.blocks = blocks.data();
+  e.num_blocks = blocks.size();
+  return e;
+}
+
+/// A REMOVED event dropping the blocks named by `seq_hashes` from `worker`.
+[[nodiscard]] inline Event removed(Worker worker, std::uint64_t event_id,
+                                   Span<std::uint64_t> seq_hashes) noexcept {
+  Event e{};
+  e.kind = KVIDX_EVENT_REMOVED;
+  e.worker_id = worker.id;
+  e.dp_rank = worker.rank;
+  e.event_id = event_id;
+  e.seq_hashes = seq_hashes.data();
+  e.num_seq_hashes = seq_hashes.size();
+  return e;
+}
+
+/// A CLEARED event dropping every block of `worker`.
+[[nodiscard]] inline Event cleared(Worker worker, std::uint64_t event_id) noexcept {
+  Event e{};
+  e.kind = KVIDX_EVENT_CLEARED;
+  e.worker_id = worker.id;
+  e.dp_rank = worker.rank;
+  e.event_id = event_id;
+  return e;
+}
+
+/// A reusable output buffer for find_matches. It grows when a query has more matches than it
+/// can hold and keeps its capacity, so once warm a query allocates nothing.
+class MatchBuffer {
+ public:
+  /// An empty buffer with room for `initial_capacity` matches.
+  explicit MatchBuffer(std::size_t initial_capacity = 64) : storage_(initial_capacity) {}
+
+  /// Number of matches of the last successful query (0 after a failed one).
+  [[nodiscard]] std::size_t size() const noexcept { return len_; }
+  /// True when the last query matched no worker (or failed).
+  [[nodiscard]] bool empty() const noexcept { return len_ == 0; }
+  /// How many matches fit without growing.
+  [[nodiscard]] std::size_t capacity() const noexcept { return storage_.size(); }
+  /// The matches, deepest first.
+  [[nodiscard]] const Match* data() const noexcept { return storage_.data(); }
+  /// Iterator to the first (deepest) match.
+  [[nodiscard]] const Match* begin() const noexcept { return storage_.data(); }
+  /// Iterator past the last match.
+  [[nodiscard]] const Match* end() const noexcept { return storage_.data() + len_; }
+  /// Match `i` (no bounds check).
+  [[nodiscard]] const Match& operator[](std::size_t i) const noexcept { return storage_[i]; }
+  /// The matches as a view.
+  [[nodiscard]] Span<Match> view() const noexcept { return {storage_.data(), len_}; }
+  /// Ensures room for `n` matches.
+  void reserve(std::size_t n) {
+    if (n > storage_.size()) storage_.resize(n);
+  }
+  /// Forgets the matches (keeps the capacity).
+  void clear() noexcept { len_ = 0; }
+
+ private:
+  friend class Indexer;
+  std::vector<Match> storage_;
+  std::size_t len_ = 0;
+};
+
+/// Library version string, e.g. "0.1.0".
+[[nodiscard]] inline const char* version() noexcept { return kvidx_version(); }
+/// The library's C ABI version (the header's KVIDX_ABI_VERSION when they agree).
+[[nodiscard]] inline std::uint32_t abi_version() noexcept { return kvidx_abi_version(); }
+
+/// Hashes `tokens` into one local hash per full block of `block_size` tokens (hashing
+/// contract), written to `out` (resized to the number of full blocks).
+[[nodiscard]] inline Status hash_tokens(Span<std::uint32_t> tokens, std::uint32_t block_size,
+                                        std::vector<std::uint64_t>& out) {
+  if (block_size == 0) return Status(Errc::invalid_argument);
+  out.resize(tokens.size() / block_size);
+  std::size_t len = 0;
+  const Status s = Status::from_c(kvidx_hash_tokens(tokens.data(), tokens.size(), block_size,
+                                                    out.data(), out.size(), &len));
+  out.resize(s.ok() ? len : 0);
+  return s;
+}
+
+/// Same as hash_tokens(tokens, block_size, out), returning a new vector.
+[[nodiscard]] inline Result<std::vector<std::uint64_t>> hash_tokens(Span<std::uint32_t> tokens,
+                                                                    std::uint32_t block_size) {
+  std::vector<std::uint64_t> out;
+  const Status s = hash_tokens(tokens, block_size, out);
+  if (!s) return s;
+  return out;
+}
+
+/// Computes the sequence hash chain of `local_hashes` (hashing contract) into `out`
+/// (resized to the same length).
+[[nodiscard]] inline Status seq_hashes(Span<std::uint64_t> local_hashes,
+                                       std::vector<std::uint64_t>& out) {
+  out.resize(local_hashes.size());
+  const Status s =
+      Status::from_c(kvidx_seq_hashes(local_hashes.data(), local_hashes.size(), out.data()));
+  if (!s) out.clear();
+  return s;
+}
+
+/// Same as seq_hashes(local_hashes, out), returning a new vector.
+[[nodiscard]] inline Result<std::vector<std::uint64_t>> seq_hashes(
+    Span<std::uint64_t> local_hashes) {
+  std::vector<std::uint64_t> out;
+  const Status s = seq_hashes(local_hashes, out);
+  if (!s) return s;
+  return out;
+}
+
+/// Indexer settings (kvidx_config); the defaults are the library's (kvidx_config_default).
+struct Config {
+  Backend backend;             ///< Which index backend.
+  std::uint32_t event_threads;  ///< 0: events applied synchronously on the caller's thread.
+  std::uint32_t jump_size;      ///< Positional backend; 0 = the library's default.
+
+  /// The library's defaults.
+  Config() noexcept : Config(kvidx_config_default()) {}
+  /// Settings taken from a C config.
+  explicit Config(const kvidx_config& c) noexcept
+      : backend(static_cast<Backend>(c.backend)),
+        event_threads(c.event_threads),
+        jump_size(c.jump_size) {}
+  /// The equivalent C config.
+  [[nodiscard]] kvidx_config to_c() const noexcept {
+    kvidx_config c{};
+    c.backend = static_cast<std::uint32_t>(backend);
+    c.event_threads = event_threads;
+    c.jump_size = jump_size;
+    return c;
+  }
+};
+
+/// An index of cached KV blocks across workers. Move-only; owns its C handle.
+class Indexer {
+ public:
+  /// Creates an indexer with `config`.
+  [[nodiscard]] static Result<Indexer> create(const Config& config = Config()) noexcept {
+    const kvidx_config c = config.to_c();
+    kvidx_indexer* raw = nullptr;
+    const Status s = Status::from_c(kvidx_new(&c, &raw));
+    if (!s) return s;
+    return Indexer(raw);
+  }
+
+  /// Takes ownership of a handle from kvidx_new (or null).
+  explicit Indexer(kvidx_indexer* owned) noexcept : handle_(owned) {}
+  Indexer(const Indexer&) = delete;
+  Indexer& operator=(const Indexer&) = delete;
+  /// Moves the handle; `other` is left empty.
+  Indexer(Indexer&&) noexcept = default;
+  /// Frees the current handle (joining its event threads) and takes `other`'s.
+  Indexer& operator=(Indexer&&) noexcept = default;
+  /// Frees the handle (joining its event threads).
+  ~Indexer() = default;
+
+  /// True when this object holds a handle (false after being moved from).
+  [[nodiscard]] bool valid() const noexcept { return handle_ != nullptr; }
+  /// Same as valid().
+  explicit operator bool() const noexcept { return valid(); }
+  /// The C handle, still owned by this object (for calls the wrapper does not cover).
+  [[nodiscard]] kvidx_indexer* native_handle() const noexcept { return handle_.get(); }
+  /// Gives up ownership of the C handle; the caller must kvidx_free it.
+  [[nodiscard]] kvidx_indexer* release() noexcept { return handle_.release(); }
+
+  /// Applies (synchronous mode) or queues (event threads) one event.
+  [[nodiscard]] Status apply(const Event& event) noexcept {
+    return Status::from_c(kvidx_apply_event(handle_.get(), &event));
+  }
+  /// Applies or queues events in order; if any is malformed, none is applied (C ABI rules).
+  [[nodiscard]] Status apply(Span<Event> events) noexcept {
+    return Status::from_c(kvidx_apply_events(handle_.get(), events.data(), events.size()));
+  }
+  /// Pointer + size form of apply(Span<Event>).
+  [[nodiscard]] Status apply(const Event* events, std::size_t n) noexcept {
+    return apply(Span<Event>(events, n));
+  }
+  /// Drops and forgets every dp_rank of worker `worker_id` (ordered after its queued events).
+  [[nodiscard]] Status remove_worker(std::uint64_t worker_id) noexcept {
+    return Status::from_c(kvidx_remove_worker(handle_.get(), worker_id));
+  }
+  /// Drops and forgets one (worker_id, dp_rank).
+  [[nodiscard]] Status remove_worker(Worker worker) noexcept {
+    return Status::from_c(kvidx_remove_worker_dp_rank(handle_.get(), worker.id, worker.rank));
+  }
+  /// Barrier: returns once every event accepted before the call is applied.
+  [[nodiscard]] Status flush() noexcept { return Status::from_c(kvidx_flush(handle_.get())); }
+
+  /// Finds, per worker, the depth of the longest prefix of `local_hashes` it holds, into `out`
+  /// (deepest first, then worker id, then dp_rank). Grows `out` if needed and retries, so the
+  /// call allocates only while `out` is still too small. On error `out` is empty.
+  [[nodiscard]] Status find_matches(Span<std::uint64_t> local_hashes, MatchBuffer& out) const {
+    for (;;) {
+      std::size_t len = 0;
+      const kvidx_status s =
+          kvidx_find_matches(handle_.get(), local_hashes.data(), local_hashes.size(),
+                             out.storage_.data(), out.storage_.size(), &len);
+      if (s == KVIDX_OK) {
+        out.len_ = len;
+        return Status();
+      }
+      out.len_ = 0;
+      if (s != KVIDX_ERR_BUFFER_TOO_SMALL || len <= out.storage_.size()) {
+        return Status::from_c(s);
+      }
+      // Matches may grow between the two calls (concurrent writers): leave some slack.
+      out.storage_.resize(len + len / 4 + 8);
+    }
+  }
+  /// Pointer + size form of find_matches(Span, MatchBuffer&).
+  [[nodiscard]] Status find_matches(const std::uint64_t* local_hashes, std::size_t n,
+                                    MatchBuffer& out) const {
+    return find_matches(Span<std::uint64_t>(local_hashes, n), out);
+  }
+  /// Convenience form returning a new vector (allocates on every call; not for the hot path).
+  [[nodiscard]] Result<std::vector<Match>> find_matches(Span<std::uint64_t> local_hashes) const {
+    MatchBuffer buf(16);
+    const Status s = find_matches(local_hashes, buf);
+    if (!s) return s;
+    return std::vector<Match>(buf.begin(), buf.end());
+  }
+
+  /// The indexer's counters (call flush() first to see queued events' outcomes).
+  [[nodiscard]] Result<Stats> stats() const noexcept {
+    Stats st{};
+    const Status s = Status::from_c(kvidx_get_stats(handle_.get(), &st));
+    if (!s) return s;
+    return st;
+  }
+
+ private:
+  struct Deleter {
+    void operator()(kvidx_indexer* p) const noexcept { kvidx_free(p); }
+  };
+  std::unique_ptr<kvidx_indexer, Deleter> handle_;
+};
+
+}  // namespace kvidx
+
+#endif  // KVIDX_HPP
