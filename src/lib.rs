@@ -11,6 +11,18 @@
 //!
 //! The semantics are those of [`reference::ReferenceIndex`], the oracle every backend is
 //! tested against. The hashing contract used by Dynamo-compatible publishers is in [`hashing`].
+//!
+//! ```
+//! use kvidx::{Block, Config, Event, Indexer, Match, Worker};
+//!
+//! let index = Indexer::new(Config { event_threads: 0, ..Config::default() })?;
+//! let w = Worker::new(7, 0);
+//! index.apply_event(Event::stored(w, 0, None, vec![Block::new(11, 11), Block::new(12, 907)]))?;
+//! index.flush()?; // a no-op in synchronous mode; a barrier with event threads
+//! let matches = index.find_matches(&[11, 12, 13]);
+//! assert_eq!(matches, vec![Match { worker_id: 7, dp_rank: 0, depth: 2 }]);
+//! # Ok::<(), kvidx::Error>(())
+//! ```
 
 #![warn(missing_docs)]
 
