@@ -1,0 +1,184 @@
+package kvidx
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Indexer is a handle on one library index. Every method may be called from any number of
+// goroutines at once; [Indexer.Close] waits for calls in flight and makes later calls return
+// [ErrClosed]. An Indexer that becomes unreachable without Close is freed by a cleanup
+// function as a safety net, but Close should be called: freeing drains queued events and joins
+// the event threads.
+type Indexer struct {
+	mu      sync.RWMutex // read-held by every call, write-held by Close
+	h       handle       // nilHandle once closed
+	cleanup runtime.Cleanup
+}
+
+// New builds an indexer. It loads the library if needed (purego back end), checks that the
+// library's ABI version is [ABIVersion], and fails with [ErrInvalidArgument] for a bad Config.
+func New(cfg Config) (*Indexer, error) {
+	if err := load(); err != nil {
+		return nil, err
+	}
+	c := cConfig{backend: uint32(cfg.Backend), eventThreads: cfg.EventThreads, jumpSize: cfg.JumpSize}
+	h, st := libNew(&c)
+	if err := check("New", st); err != nil {
+		return nil, err
+	}
+	ix := &Indexer{h: h}
+	ix.cleanup = runtime.AddCleanup(ix, libFree, h)
+	return ix, nil
+}
+
+// Close frees the indexer: queued events are applied, the event threads are joined. It waits
+// for calls in flight. Calling it again is a no-op; it always returns nil.
+func (ix *Indexer) Close() error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.h == nilHandle {
+		return nil
+	}
+	ix.cleanup.Stop()
+	libFree(ix.h)
+	ix.h = nilHandle
+	return nil
+}
+
+// ApplyEvent applies (or, with event threads, validates and queues) one event. In synchronous
+// mode a stored event whose parent the worker does not hold fails with [ErrParentNotFound] and
+// changes nothing.
+func (ix *Indexer) ApplyEvent(ev Event) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError("ApplyEvent")
+	}
+	b := newBatch(unsafe.Slice(&ev, 1))
+	st := libApplyEvent(ix.h, b.first())
+	b.release()
+	return check("ApplyEvent", st)
+}
+
+// ApplyEvents applies events in order with one library call. If any event is malformed (a bad
+// kind), none is applied and the error is returned. Otherwise the result is that of
+// ApplyEvent on each in order: nil or the first failure (in synchronous mode a rejected stored
+// event does not stop the events after it).
+func (ix *Indexer) ApplyEvents(events []Event) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError("ApplyEvents")
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	b := newBatch(events)
+	st := libApplyEvents(ix.h, b.first(), len(b.events))
+	b.release()
+	return check("ApplyEvents", st)
+}
+
+// RemoveWorker drops and forgets every dp rank of a worker, after the worker's events already
+// accepted. Removing an unknown worker is not an error.
+func (ix *Indexer) RemoveWorker(workerID uint64) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError("RemoveWorker")
+	}
+	return check("RemoveWorker", libRemoveWorker(ix.h, workerID))
+}
+
+// RemoveWorkerDpRank drops and forgets one dp rank of a worker.
+func (ix *Indexer) RemoveWorkerDpRank(workerID uint64, dpRank uint32) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError("RemoveWorkerDpRank")
+	}
+	return check("RemoveWorkerDpRank", libRemoveWorkerDpRank(ix.h, workerID, dpRank))
+}
+
+// Flush returns once every event accepted before it has been applied (a barrier).
+func (ix *Indexer) Flush() error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError("Flush")
+	}
+	return check("Flush", libFlush(ix.h))
+}
+
+// FindMatches returns, for each worker holding at least the first block of the query, the
+// number of leading query blocks it holds; deepest first, then by worker id and dp rank.
+// The query is a request's local block hashes (see [HashTokens]). It returns an empty slice
+// when no worker matches.
+func (ix *Indexer) FindMatches(localHashes []uint64) ([]Match, error) {
+	return ix.FindMatchesInto(localHashes, nil)
+}
+
+// FindMatchesInto is FindMatches appending into dst (like append): it returns dst extended by
+// the matches. When dst has room for them it allocates nothing, so a caller that reuses
+// dst[:0] across requests runs allocation-free. On error dst is returned unchanged.
+func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return dst, closedError("FindMatches")
+	}
+	var q *uint64
+	if len(localHashes) > 0 {
+		q = &localHashes[0]
+	}
+	if cap(dst) == len(dst) {
+		dst = growMatches(dst, 8)
+	}
+	for {
+		spare := dst[len(dst):cap(dst)]
+		st, n := libFindMatches(ix.h, q, len(localHashes), &spare[0], len(spare))
+		switch st {
+		case StatusOK:
+			runtime.KeepAlive(localHashes)
+			return dst[:len(dst)+n], nil
+		case StatusBufferTooSmall:
+			// n is the count needed now; events applied meanwhile may change it, so retry.
+			dst = growMatches(dst, n)
+		default:
+			return dst, check("FindMatches", st)
+		}
+	}
+}
+
+// growMatches returns dst with room for at least extra more matches.
+func growMatches(dst []Match, extra int) []Match {
+	out := make([]Match, len(dst), len(dst)+extra+extra/4)
+	copy(out, dst)
+	return out
+}
+
+// Stats returns the indexer's counters. With event threads, call [Indexer.Flush] first to see
+// the outcome of every event accepted so far.
+func (ix *Indexer) Stats() (Stats, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var s Stats
+	if ix.h == nilHandle {
+		return s, closedError("Stats")
+	}
+	st := libStats(ix.h, &s)
+	return s, check("Stats", st)
+}
+
+// debugPanic makes the library panic inside its boundary (tests only): it returns
+// [ErrPanic], and every later call on the indexer fails with [ErrPoisoned].
+func (ix *Indexer) debugPanic() error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError("debugPanic")
+	}
+	return check("debugPanic", libDebugPanic(ix.h))
+}

@@ -1,0 +1,165 @@
+//go:build cgo
+
+package kvidx
+
+/*
+#cgo !kvidx_static pkg-config: kvidx
+#cgo kvidx_static LDFLAGS: -Wl,-Bstatic -lkvidx -Wl,-Bdynamic -Wl,--as-needed
+#cgo kvidx_static pkg-config: --static kvidx
+#include <kvidx.h>
+
+// Small shims that return the out-length or the stats by value, so the Go side needs no
+// heap cell for an out-parameter (a Go pointer passed to C escapes to the heap).
+typedef struct kvidx_go_len { uint32_t status; size_t len; } kvidx_go_len;
+
+static kvidx_go_len kvidx_go_find_matches(const kvidx_indexer *ix, const uint64_t *q, size_t n,
+                                          kvidx_match *out, size_t cap) {
+	kvidx_go_len r = {0, 0};
+	r.status = (uint32_t)kvidx_find_matches(ix, q, n, out, cap, &r.len);
+	return r;
+}
+
+static kvidx_go_len kvidx_go_hash_tokens(const uint32_t *t, size_t n, uint32_t bs, uint64_t *out,
+                                         size_t cap) {
+	kvidx_go_len r = {0, 0};
+	r.status = (uint32_t)kvidx_hash_tokens(t, n, bs, out, cap, &r.len);
+	return r;
+}
+
+typedef struct kvidx_go_stats { uint32_t status; kvidx_stats stats; } kvidx_go_stats;
+
+static kvidx_go_stats kvidx_go_get_stats(const kvidx_indexer *ix) {
+	kvidx_go_stats r;
+	r.status = (uint32_t)kvidx_get_stats(ix, &r.stats);
+	return r;
+}
+
+typedef struct kvidx_go_new { uint32_t status; kvidx_indexer *ix; } kvidx_go_new;
+
+static kvidx_go_new kvidx_go_new_indexer(kvidx_config cfg) {
+	kvidx_go_new r = {0, NULL};
+	r.status = (uint32_t)kvidx_new(&cfg, &r.ix);
+	return r;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// backendName names the back end compiled in: "cgo" here, "purego" without cgo.
+const backendName = "cgo"
+
+// hotPathAllocs is the number of heap allocations of one FindMatchesInto call with room in
+// dst: none on the cgo back end.
+const hotPathAllocs = 0
+
+// handle is the library's opaque indexer pointer (C memory).
+type handle = *C.kvidx_indexer
+
+var nilHandle handle
+
+// Compile-time layout checks: each expression is a negative constant (a compile error) unless
+// the Go mirror and the C struct have the same size.
+const (
+	_ = uint(unsafe.Sizeof(cEvent{}) - C.sizeof_kvidx_event)
+	_ = uint(C.sizeof_kvidx_event - unsafe.Sizeof(cEvent{}))
+	_ = uint(unsafe.Sizeof(Match{}) - C.sizeof_kvidx_match)
+	_ = uint(C.sizeof_kvidx_match - unsafe.Sizeof(Match{}))
+	_ = uint(unsafe.Sizeof(Block{}) - C.sizeof_kvidx_block)
+	_ = uint(C.sizeof_kvidx_block - unsafe.Sizeof(Block{}))
+	_ = uint(unsafe.Sizeof(Stats{}) - C.sizeof_kvidx_stats)
+	_ = uint(C.sizeof_kvidx_stats - unsafe.Sizeof(Stats{}))
+	_ = uint(unsafe.Sizeof(cConfig{}) - C.sizeof_kvidx_config)
+	_ = uint(C.sizeof_kvidx_config - unsafe.Sizeof(cConfig{}))
+	_ = uint(ABIVersion - C.KVIDX_ABI_VERSION)
+	_ = uint(C.KVIDX_ABI_VERSION - ABIVersion)
+)
+
+// cOffsets returns the C offsets of kvidx_event's fields, for the layout test.
+func cOffsets() []uintptr {
+	var e C.kvidx_event
+	return []uintptr{
+		unsafe.Offsetof(e.kind), unsafe.Offsetof(e.worker_id), unsafe.Offsetof(e.dp_rank),
+		unsafe.Offsetof(e.event_id), unsafe.Offsetof(e.has_parent),
+		unsafe.Offsetof(e.parent_seq_hash), unsafe.Offsetof(e.blocks),
+		unsafe.Offsetof(e.num_blocks), unsafe.Offsetof(e.seq_hashes),
+		unsafe.Offsetof(e.num_seq_hashes),
+	}
+}
+
+var loadOnce = sync.OnceValue(func() error {
+	if v := uint32(C.kvidx_abi_version()); v != ABIVersion {
+		return fmt.Errorf("%w: library ABI version %d, binding needs %d", ErrLibraryUnavailable, v, ABIVersion)
+	}
+	return nil
+})
+
+// load checks, once, that the linked library speaks this binding's ABI version.
+func load() error { return loadOnce() }
+
+func libConfigDefault() Config {
+	c := C.kvidx_config_default()
+	return Config{Backend: Backend(c.backend), EventThreads: uint32(c.event_threads), JumpSize: uint32(c.jump_size)}
+}
+
+func libNew(c *cConfig) (handle, Status) {
+	r := C.kvidx_go_new_indexer(*(*C.kvidx_config)(unsafe.Pointer(c)))
+	return r.ix, Status(r.status)
+}
+
+func libFree(h handle) { C.kvidx_free(h) }
+
+func libApplyEvent(h handle, e *cEvent) Status {
+	return Status(C.kvidx_apply_event(h, (*C.kvidx_event)(unsafe.Pointer(e))))
+}
+
+func libApplyEvents(h handle, e *cEvent, n int) Status {
+	return Status(C.kvidx_apply_events(h, (*C.kvidx_event)(unsafe.Pointer(e)), C.size_t(n)))
+}
+
+func libRemoveWorker(h handle, id uint64) Status {
+	return Status(C.kvidx_remove_worker(h, C.uint64_t(id)))
+}
+
+func libRemoveWorkerDpRank(h handle, id uint64, rank uint32) Status {
+	return Status(C.kvidx_remove_worker_dp_rank(h, C.uint64_t(id), C.uint32_t(rank)))
+}
+
+func libFlush(h handle) Status { return Status(C.kvidx_flush(h)) }
+
+func libFindMatches(h handle, q *uint64, n int, out *Match, outCap int) (Status, int) {
+	r := C.kvidx_go_find_matches(h, (*C.uint64_t)(unsafe.Pointer(q)), C.size_t(n),
+		(*C.kvidx_match)(unsafe.Pointer(out)), C.size_t(outCap))
+	return Status(r.status), int(r.len)
+}
+
+func libStats(h handle, out *Stats) Status {
+	r := C.kvidx_go_get_stats(h)
+	if r.status == C.uint32_t(StatusOK) {
+		*out = *(*Stats)(unsafe.Pointer(&r.stats))
+	}
+	return Status(r.status)
+}
+
+func libHashTokens(t *uint32, n int, bs uint32, out *uint64, outCap int) (Status, int) {
+	r := C.kvidx_go_hash_tokens((*C.uint32_t)(unsafe.Pointer(t)), C.size_t(n), C.uint32_t(bs),
+		(*C.uint64_t)(unsafe.Pointer(out)), C.size_t(outCap))
+	return Status(r.status), int(r.len)
+}
+
+func libSeqHashes(l *uint64, n int, out *uint64) Status {
+	return Status(C.kvidx_seq_hashes((*C.uint64_t)(unsafe.Pointer(l)), C.size_t(n),
+		(*C.uint64_t)(unsafe.Pointer(out))))
+}
+
+func libStatusStr(s uint32) string { return C.GoString(C.kvidx_status_str(C.uint32_t(s))) }
+
+func libVersion() string { return C.GoString(C.kvidx_version()) }
+
+func libABIVersion() uint32 { return uint32(C.kvidx_abi_version()) }
+
+func libDebugPanic(h handle) Status { return Status(C.kvidx_debug_panic(h)) }

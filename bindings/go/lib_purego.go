@@ -1,0 +1,181 @@
+//go:build !cgo
+
+package kvidx
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// backendName names the back end compiled in: "purego" here, "cgo" with cgo.
+const backendName = "purego"
+
+// hotPathAllocs is the number of heap allocations of one FindMatchesInto call with room in
+// dst: purego.SyscallN's variadic argument slice escapes to the heap (48 bytes per call).
+const hotPathAllocs = 1
+
+// LibraryPathEnv names the environment variable holding the path of the shared library the
+// purego back end loads; when it is empty the loader's search is used (see the package doc).
+const LibraryPathEnv = "KVIDX_LIBRARY_PATH"
+
+// handle is the library's opaque indexer pointer, held as an integer (C memory).
+type handle = uintptr
+
+var nilHandle handle
+
+// lib holds the addresses of the C functions, resolved once by load.
+var lib struct {
+	new, free, applyEvent, applyEvents, removeWorker, removeWorkerDpRank, flush uintptr
+	findMatches, getStats, hashTokens, seqHashes, debugPanic                    uintptr
+	configDefault                                                               func() cConfig
+	statusStr                                                                   func(uint32) string
+	version                                                                     func() string
+	abiVersion                                                                  func() uint32
+}
+
+// lenCell is a heap cell for a size_t out-parameter; pooled so hot calls allocate nothing.
+type lenCell struct{ n uintptr }
+
+var lenPool = sync.Pool{New: func() any { return new(lenCell) }}
+
+var loadOnce = sync.OnceValue(func() error {
+	if err := openLibrary(); err != nil {
+		return fmt.Errorf("%w: %v", ErrLibraryUnavailable, err)
+	}
+	return nil
+})
+
+// load opens the shared library and resolves its symbols, once.
+func load() error { return loadOnce() }
+
+// libraryCandidates lists the paths tried, in order.
+func libraryCandidates() []string {
+	if p := os.Getenv(LibraryPathEnv); p != "" {
+		return []string{p}
+	}
+	if runtime.GOOS == "darwin" {
+		return []string{"libkvidx.0.dylib", "libkvidx.dylib"}
+	}
+	return []string{"libkvidx.so.0", "libkvidx.so"}
+}
+
+func openLibrary() (err error) {
+	var h uintptr
+	var errs []error
+	for _, p := range libraryCandidates() {
+		if h, err = purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL); err == nil {
+			break
+		}
+		errs = append(errs, err)
+	}
+	if h == 0 {
+		return fmt.Errorf("cannot load libkvidx (set %s): %w", LibraryPathEnv, errors.Join(errs...))
+	}
+	for _, s := range []struct {
+		name string
+		dst  *uintptr
+	}{
+		{"kvidx_new", &lib.new}, {"kvidx_free", &lib.free},
+		{"kvidx_apply_event", &lib.applyEvent}, {"kvidx_apply_events", &lib.applyEvents},
+		{"kvidx_remove_worker", &lib.removeWorker},
+		{"kvidx_remove_worker_dp_rank", &lib.removeWorkerDpRank},
+		{"kvidx_flush", &lib.flush}, {"kvidx_find_matches", &lib.findMatches},
+		{"kvidx_get_stats", &lib.getStats}, {"kvidx_hash_tokens", &lib.hashTokens},
+		{"kvidx_seq_hashes", &lib.seqHashes}, {"kvidx_debug_panic", &lib.debugPanic},
+	} {
+		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
+			return err
+		}
+	}
+	for _, s := range []struct {
+		name string
+		fn   any
+	}{
+		{"kvidx_config_default", &lib.configDefault}, {"kvidx_status_str", &lib.statusStr},
+		{"kvidx_version", &lib.version}, {"kvidx_abi_version", &lib.abiVersion},
+	} {
+		sym, err := purego.Dlsym(h, s.name)
+		if err != nil {
+			return err
+		}
+		purego.RegisterFunc(s.fn, sym)
+	}
+	if v := lib.abiVersion(); v != ABIVersion {
+		return fmt.Errorf("library ABI version %d, binding needs %d", v, ABIVersion)
+	}
+	return nil
+}
+
+// status converts the result of a C function returning kvidx_status. Pointer arguments must be
+// converted to uintptr in the SyscallN call expression itself, so SyscallN keeps them alive.
+func status(r1, _, _ uintptr) Status { return Status(uint32(r1)) }
+
+func libConfigDefault() Config {
+	c := lib.configDefault()
+	return Config{Backend: Backend(c.backend), EventThreads: c.eventThreads, JumpSize: c.jumpSize}
+}
+
+func libNew(c *cConfig) (handle, Status) {
+	out := new(uintptr)
+	st := status(purego.SyscallN(lib.new, uintptr(unsafe.Pointer(c)), uintptr(unsafe.Pointer(out))))
+	return *out, st
+}
+
+func libFree(h handle) { purego.SyscallN(lib.free, h) }
+
+func libApplyEvent(h handle, e *cEvent) Status {
+	return status(purego.SyscallN(lib.applyEvent, h, uintptr(unsafe.Pointer(e))))
+}
+
+func libApplyEvents(h handle, e *cEvent, n int) Status {
+	return status(purego.SyscallN(lib.applyEvents, h, uintptr(unsafe.Pointer(e)), uintptr(n)))
+}
+
+func libRemoveWorker(h handle, id uint64) Status {
+	return status(purego.SyscallN(lib.removeWorker, h, uintptr(id)))
+}
+
+func libRemoveWorkerDpRank(h handle, id uint64, rank uint32) Status {
+	return status(purego.SyscallN(lib.removeWorkerDpRank, h, uintptr(id), uintptr(rank)))
+}
+
+func libFlush(h handle) Status { return status(purego.SyscallN(lib.flush, h)) }
+
+func libFindMatches(h handle, q *uint64, n int, out *Match, outCap int) (Status, int) {
+	cell := lenPool.Get().(*lenCell)
+	st := status(purego.SyscallN(lib.findMatches, h, uintptr(unsafe.Pointer(q)), uintptr(n),
+		uintptr(unsafe.Pointer(out)), uintptr(outCap), uintptr(unsafe.Pointer(&cell.n))))
+	got := int(cell.n)
+	lenPool.Put(cell)
+	return st, got
+}
+
+func libStats(h handle, out *Stats) Status {
+	return status(purego.SyscallN(lib.getStats, h, uintptr(unsafe.Pointer(out))))
+}
+
+func libHashTokens(t *uint32, n int, bs uint32, out *uint64, outCap int) (Status, int) {
+	cell := new(lenCell)
+	st := status(purego.SyscallN(lib.hashTokens, uintptr(unsafe.Pointer(t)), uintptr(n), uintptr(bs),
+		uintptr(unsafe.Pointer(out)), uintptr(outCap), uintptr(unsafe.Pointer(&cell.n))))
+	return st, int(cell.n)
+}
+
+func libSeqHashes(l *uint64, n int, out *uint64) Status {
+	return status(purego.SyscallN(lib.seqHashes, uintptr(unsafe.Pointer(l)), uintptr(n),
+		uintptr(unsafe.Pointer(out))))
+}
+
+func libStatusStr(s uint32) string { return lib.statusStr(s) }
+
+func libVersion() string { return lib.version() }
+
+func libABIVersion() uint32 { return lib.abiVersion() }
+
+func libDebugPanic(h handle) Status { return status(purego.SyscallN(lib.debugPanic, h)) }
