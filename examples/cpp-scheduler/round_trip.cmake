@@ -1,0 +1,26 @@
+# ctest helper: EXE --rewrite twice, compare, and replay the rewrite.
+foreach(_v EXE INPUT DIR)
+  if(NOT DEFINED ${_v})
+    message(FATAL_ERROR "round_trip.cmake needs -D${_v}=...")
+  endif()
+endforeach()
+execute_process(COMMAND "${EXE}" "${INPUT}" --rewrite "${DIR}/rewrite1.jsonl" RESULT_VARIABLE rc1
+                OUTPUT_QUIET)
+execute_process(COMMAND "${EXE}" "${DIR}/rewrite1.jsonl" --rewrite "${DIR}/rewrite2.jsonl"
+                --verify RESULT_VARIABLE rc2 OUTPUT_VARIABLE out2)
+if(NOT rc1 EQUAL 0 OR NOT rc2 EQUAL 0)
+  message(FATAL_ERROR "replay failed (${rc1}, ${rc2}):\n${out2}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${DIR}/rewrite1.jsonl"
+                "${DIR}/rewrite2.jsonl" RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+  message(FATAL_ERROR "rewriting a rewritten workload changed it")
+endif()
+file(STRINGS "${INPUT}" _in_lines REGEX "[^ \t\r]")
+file(STRINGS "${DIR}/rewrite1.jsonl" _out_lines)
+list(LENGTH _in_lines n_in)
+list(LENGTH _out_lines n_out)
+if(NOT n_in EQUAL n_out)
+  message(FATAL_ERROR "rewrite has ${n_out} lines, input ${n_in}")
+endif()
+message(STATUS "round trip OK: ${n_out} lines")
