@@ -1,0 +1,84 @@
+//! Cost per block of storing and removing, for each fast backend (synchronous mode, so the
+//! figure is the index's own work, not queueing). Throughput is reported per block.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use kvidx::{BackendKind, Block, Config, Event, Indexer, Worker};
+
+const CHAIN: usize = 1024;
+
+fn indexer(backend: BackendKind) -> Indexer {
+    Indexer::new(Config {
+        backend,
+        event_threads: 0,
+        ..Config::default()
+    })
+    .expect("valid config")
+}
+
+fn chain() -> Vec<Block> {
+    let locals: Vec<u64> = (0..CHAIN as u64)
+        .map(|i| i.wrapping_mul(0x2545_f491) ^ 7)
+        .collect();
+    let seqs = kvidx::hashing::seq_hashes(&locals);
+    locals
+        .iter()
+        .zip(seqs)
+        .map(|(l, s)| Block::new(*l, s))
+        .collect()
+}
+
+fn store_and_remove(c: &mut Criterion) {
+    let blocks = chain();
+    let worker = Worker::new(1, 0);
+    for backend in [BackendKind::Positional, BackendKind::Radix] {
+        let mut group = c.benchmark_group(format!("events/{backend:?}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(1))
+            .throughput(Throughput::Elements(CHAIN as u64));
+        // One Stored per block, each continuing the previous one (as an engine announces a
+        // growing sequence).
+        group.bench_function("store_per_block", |b| {
+            b.iter_batched(
+                || indexer(backend),
+                |idx| {
+                    let mut parent = None;
+                    for (i, block) in blocks.iter().enumerate() {
+                        idx.apply_event(Event::stored(worker, i as u64, parent, vec![*block]))
+                            .expect("valid event");
+                        parent = Some(block.seq_hash);
+                    }
+                    black_box(idx)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        // One single-block Removed per block, tail first (as LRU eviction does).
+        group.bench_function("remove_per_block", |b| {
+            b.iter_batched(
+                || {
+                    let idx = indexer(backend);
+                    idx.apply_event(Event::stored(worker, 0, None, blocks.clone()))
+                        .expect("valid event");
+                    idx
+                },
+                |idx| {
+                    for (i, block) in blocks.iter().enumerate().rev() {
+                        idx.apply_event(Event::removed(worker, i as u64 + 1, vec![block.seq_hash]))
+                            .expect("valid event");
+                    }
+                    black_box(idx)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, store_and_remove);
+criterion_main!(benches);

@@ -1,0 +1,68 @@
+//! `find_matches` latency by query depth (16/128/1024/4096 blocks) and workers (1/16/256),
+//! for each fast backend. Every worker holds the whole queried chain, so every worker matches
+//! at full depth: the most work a query can cause for its size.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use kvidx::{BackendKind, Block, Config, Event, Indexer, Worker};
+
+const DEPTHS: [usize; 4] = [16, 128, 1024, 4096];
+const WORKERS: [u64; 3] = [1, 16, 256];
+
+/// A synchronous indexer where `workers` workers hold the same chain of `depth` blocks.
+fn loaded(backend: BackendKind, workers: u64, depth: usize) -> (Indexer, Vec<u64>) {
+    let indexer = Indexer::new(Config {
+        backend,
+        event_threads: 0,
+        ..Config::default()
+    })
+    .expect("valid config");
+    let locals: Vec<u64> = (0..depth as u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x55)
+        .collect();
+    let seqs = kvidx::hashing::seq_hashes(&locals);
+    let blocks: Vec<Block> = locals
+        .iter()
+        .zip(&seqs)
+        .map(|(l, s)| Block::new(*l, *s))
+        .collect();
+    for w in 0..workers {
+        indexer
+            .apply_event(Event::stored(Worker::new(w, 0), 0, None, blocks.clone()))
+            .expect("valid event");
+    }
+    (indexer, locals)
+}
+
+fn find_matches(c: &mut Criterion) {
+    for backend in [BackendKind::Positional, BackendKind::Radix] {
+        let mut group = c.benchmark_group(format!("find_matches/{backend:?}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(1));
+        for workers in WORKERS {
+            for depth in DEPTHS {
+                let (indexer, query) = loaded(backend, workers, depth);
+                let mut out = Vec::new();
+                group.throughput(Throughput::Elements(depth as u64));
+                group.bench_with_input(
+                    BenchmarkId::new(format!("workers{workers}"), depth),
+                    &query,
+                    |b, q| {
+                        b.iter(|| {
+                            indexer.find_matches_into(black_box(q), &mut out);
+                            black_box(out.len())
+                        })
+                    },
+                );
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, find_matches);
+criterion_main!(benches);

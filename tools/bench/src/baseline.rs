@@ -1,0 +1,251 @@
+//! The naive baseline: the nested map of the design story, `worker -> {local hash -> seq
+//! hash}`, with the same ingestion shape as kvidx (event threads, sticky per worker, bounded
+//! queues, a flush barrier) so that only the data structure differs.
+//!
+//! It is **inexact** on purpose, as the story's first version is: it keys blocks by local hash
+//! alone, ignoring position and parent, so a worker holding the same local hash in another
+//! chain (or at another position) over-counts, and two chains sharing a local hash overwrite
+//! each other (under-counts after a removal). A reverse map `seq -> local` makes removal
+//! O(1) instead of the story's linear scan, which would only make the baseline slower.
+//! Queries scan every worker: O(workers x depth).
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use kvidx::model::sort_matches;
+use kvidx::{Event, EventData, Match, Worker};
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+
+use crate::target::Target;
+
+/// One worker's blocks, both ways.
+#[derive(Debug, Default)]
+struct WorkerBlocks {
+    by_local: FxHashMap<u64, u64>,
+    by_seq: FxHashMap<u64, u64>,
+}
+
+/// The nested map itself.
+#[derive(Debug, Default)]
+pub struct NestedMap {
+    workers: RwLock<FxHashMap<Worker, Arc<RwLock<WorkerBlocks>>>>,
+}
+
+impl NestedMap {
+    fn worker(&self, worker: Worker) -> Arc<RwLock<WorkerBlocks>> {
+        if let Some(w) = self.workers.read().get(&worker) {
+            return Arc::clone(w);
+        }
+        Arc::clone(self.workers.write().entry(worker).or_default())
+    }
+
+    /// Applies one event. Returns the number of removed names that were not held.
+    pub fn apply(&self, event: &Event) -> u64 {
+        let entry = self.worker(event.worker);
+        let mut blocks = entry.write();
+        match &event.data {
+            EventData::Stored { blocks: new, .. } => {
+                for b in new {
+                    blocks.by_local.insert(b.local_hash, b.seq_hash);
+                    blocks.by_seq.insert(b.seq_hash, b.local_hash);
+                }
+                0
+            }
+            EventData::Removed { seq_hashes } => {
+                let mut unknown = 0;
+                for seq in seq_hashes {
+                    match blocks.by_seq.remove(seq) {
+                        Some(local) => {
+                            if blocks.by_local.get(&local) == Some(seq) {
+                                blocks.by_local.remove(&local);
+                            }
+                        }
+                        None => unknown += 1,
+                    }
+                }
+                unknown
+            }
+            EventData::Cleared => {
+                blocks.by_local.clear();
+                blocks.by_seq.clear();
+                0
+            }
+        }
+    }
+
+    /// Per worker, how many leading local hashes of the query it holds; deepest first.
+    pub fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        out.clear();
+        let workers = self.workers.read();
+        for (worker, blocks) in workers.iter() {
+            let blocks = blocks.read();
+            let depth = local_hashes
+                .iter()
+                .take_while(|l| blocks.by_local.contains_key(l))
+                .count();
+            if depth > 0 {
+                out.push(Match {
+                    worker_id: worker.worker_id,
+                    dp_rank: worker.dp_rank,
+                    depth: depth as u32,
+                });
+            }
+        }
+        sort_matches(out);
+    }
+
+    /// Names held, summed over workers.
+    pub fn worker_blocks(&self) -> u64 {
+        let workers = self.workers.read();
+        workers.values().map(|b| b.read().by_seq.len() as u64).sum()
+    }
+}
+
+enum Job {
+    Event(Event),
+    Barrier(Sender<()>),
+}
+
+/// The nested map behind event threads.
+pub struct NestedMapIndexer {
+    map: Arc<NestedMap>,
+    senders: Vec<Sender<Job>>,
+    threads: Vec<JoinHandle<u64>>,
+    unknown: Arc<parking_lot::Mutex<u64>>,
+}
+
+impl NestedMapIndexer {
+    /// A nested map fed by `event_threads` threads (0 is taken as 1).
+    pub fn new(event_threads: usize) -> Self {
+        let map = Arc::new(NestedMap::default());
+        let unknown = Arc::new(parking_lot::Mutex::new(0));
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for _ in 0..event_threads.max(1) {
+            let (tx, rx): (Sender<Job>, Receiver<Job>) = bounded(kvidx::DEFAULT_QUEUE_CAPACITY);
+            let map = Arc::clone(&map);
+            let unknown = Arc::clone(&unknown);
+            threads.push(std::thread::spawn(move || {
+                let mut applied = 0;
+                for job in rx {
+                    match job {
+                        Job::Event(e) => {
+                            let u = map.apply(&e);
+                            if u > 0 {
+                                *unknown.lock() += u;
+                            }
+                            applied += 1;
+                        }
+                        Job::Barrier(ack) => {
+                            let _ = ack.send(());
+                        }
+                    }
+                }
+                applied
+            }));
+            senders.push(tx);
+        }
+        Self {
+            map,
+            senders,
+            threads,
+            unknown,
+        }
+    }
+}
+
+impl Drop for NestedMapIndexer {
+    fn drop(&mut self) {
+        self.senders.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Target for NestedMapIndexer {
+    fn submit(&self, event: Event) {
+        let shard = (event.worker.worker_id % self.senders.len() as u64) as usize;
+        self.senders[shard]
+            .send(Job::Event(event))
+            .expect("baseline event thread alive");
+    }
+
+    fn flush(&self) {
+        let (tx, rx) = bounded(self.senders.len());
+        for s in &self.senders {
+            s.send(Job::Barrier(tx.clone()))
+                .expect("baseline event thread alive");
+        }
+        for _ in &self.senders {
+            rx.recv().expect("baseline event thread acknowledges");
+        }
+    }
+
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        self.map.find_matches_into(local_hashes, out);
+    }
+
+    fn worker_blocks(&self) -> u64 {
+        self.map.worker_blocks()
+    }
+
+    fn anomalies(&self) -> (u64, u64) {
+        (0, *self.unknown.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvidx::Block;
+
+    #[test]
+    fn matches_prefixes_and_applies_after_flush() {
+        let idx = NestedMapIndexer::new(2);
+        let w = |id| Worker::new(id, 0);
+        idx.submit(Event::stored(
+            w(1),
+            0,
+            None,
+            vec![Block::new(1, 10), Block::new(2, 20)],
+        ));
+        idx.submit(Event::stored(w(2), 0, None, vec![Block::new(1, 10)]));
+        idx.submit(Event::removed(w(1), 1, vec![20, 99]));
+        idx.flush();
+        let mut out = Vec::new();
+        idx.find_matches_into(&[1, 2], &mut out);
+        assert_eq!(
+            out,
+            vec![
+                Match {
+                    worker_id: 1,
+                    dp_rank: 0,
+                    depth: 1
+                },
+                Match {
+                    worker_id: 2,
+                    dp_rank: 0,
+                    depth: 1
+                }
+            ]
+        );
+        assert_eq!(idx.worker_blocks(), 2);
+        assert_eq!(idx.anomalies(), (0, 1));
+    }
+
+    #[test]
+    fn over_counts_a_local_hash_held_in_another_chain() {
+        // The worker holds local 2 only as the start of another chain, yet the baseline
+        // reports depth 2 for the query [1, 2]; the exact answer is 1.
+        let map = NestedMap::default();
+        let w = Worker::new(0, 0);
+        map.apply(&Event::stored(w, 0, None, vec![Block::new(1, 10)]));
+        map.apply(&Event::stored(w, 1, None, vec![Block::new(2, 2)]));
+        let mut out = Vec::new();
+        map.find_matches_into(&[1, 2], &mut out);
+        assert_eq!(out[0].depth, 2);
+    }
+}

@@ -1,0 +1,155 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::sim::{Policy, RouterIndex};
+use crate::target::Subject;
+
+/// Trace replay for kvidx: a mock prefix-caching engine fleet, workload files, and an honest
+/// side-by-side benchmark of the index backends and a naive baseline.
+///
+/// With no subcommand: runs a trace (the shipped sample by default) through the mock engine
+/// under every routing policy, prints routing quality, then replays the workload of one policy
+/// against every index and prints the side-by-side table (and writes a plot).
+#[derive(Debug, Parser)]
+#[command(name = "kvidx-bench", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to do; none runs the main job.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Main-job options.
+    #[command(flatten)]
+    pub main: MainArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a trace through the mock engine and write the workload file (contract section 4).
+    Generate(GenerateArgs),
+    /// Replay a workload file against the indexes side by side.
+    Replay(ReplayArgs),
+    /// Measure one index in this process and print its figures as JSON (used by replay).
+    #[command(hide = true)]
+    Measure(MeasureArgs),
+}
+
+/// The mock engine fleet and the trace.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Mooncake-format trace (JSON lines); default: the shipped data/sample_trace.jsonl.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Workers in the fleet.
+    #[arg(long, default_value_t = 16)]
+    pub workers: usize,
+    /// KV blocks in each worker's pool.
+    #[arg(long, default_value_t = 2048)]
+    pub blocks_per_worker: usize,
+    /// Blocks per trace hash id (each 512-token id becomes this many blocks).
+    #[arg(long, default_value_t = 4)]
+    pub length_factor: u32,
+    /// Copies of the trace, interleaved, sharing no blocks.
+    #[arg(long, default_value_t = 1)]
+    pub duplication: u32,
+    /// Seed of random routing and tie-breaks.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Simulated decode time per output token (ms): how long a request holds its blocks.
+    #[arg(long, default_value_t = 20.0)]
+    pub decode_ms_per_token: f64,
+    /// Where kv-aware routing reads overlaps.
+    #[arg(long, value_enum, default_value_t = RouterIndex::Positional)]
+    pub router_index: RouterIndex,
+}
+
+/// How to replay.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayOpts {
+    /// Indexes to measure, side by side.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Subject::Positional, Subject::Radix, Subject::Baseline])]
+    pub subjects: Vec<Subject>,
+    /// Event threads of each index.
+    #[arg(long, default_value_t = 1)]
+    pub event_threads: usize,
+    /// Threads issuing find_matches queries.
+    #[arg(long, default_value_t = 1)]
+    pub query_threads: usize,
+    /// Open-loop offered rates, as fractions of each index's closed-loop rate.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.25, 0.5, 0.75, 1.0, 1.25])]
+    pub fractions: Vec<f64>,
+    /// Extra open-loop offered rates in ops/s, the same for every index.
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<f64>,
+    /// Measure every index in this process (memory then is an RSS delta in a shared heap)
+    /// instead of one child process per index.
+    #[arg(long)]
+    pub in_process: bool,
+    /// Directory for the workload, plot (replay.svg) and figures (results.json).
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+}
+
+/// The main job.
+#[derive(Debug, Clone, Args)]
+pub struct MainArgs {
+    /// The fleet.
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The replay.
+    #[command(flatten)]
+    pub replay: ReplayOpts,
+    /// The policy whose workload is replayed.
+    #[arg(long, value_enum, default_value_t = Policy::KvCost)]
+    pub policy: Policy,
+}
+
+/// `generate`.
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// The fleet.
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The routing policy.
+    #[arg(long, value_enum, default_value_t = Policy::KvCost)]
+    pub policy: Policy,
+    /// The workload file to write.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `replay`.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The workload file to replay.
+    #[arg(long)]
+    pub workload: PathBuf,
+    /// The replay.
+    #[command(flatten)]
+    pub replay: ReplayOpts,
+}
+
+/// `measure` (internal).
+#[derive(Debug, Clone, Args)]
+pub struct MeasureArgs {
+    /// The workload file.
+    #[arg(long)]
+    pub workload: PathBuf,
+    /// The index.
+    #[arg(long, value_enum)]
+    pub subject: Subject,
+    /// Event threads.
+    #[arg(long, default_value_t = 1)]
+    pub event_threads: usize,
+    /// Query threads.
+    #[arg(long, default_value_t = 1)]
+    pub query_threads: usize,
+    /// Open-loop fractions of the closed-loop rate.
+    #[arg(long, value_delimiter = ',')]
+    pub fractions: Vec<f64>,
+    /// Open-loop absolute rates.
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<f64>,
+}

@@ -1,0 +1,33 @@
+//! `kvidx-bench`: trace replay for kvidx. See `docs/bench.md`.
+
+mod baseline;
+mod chain;
+mod cli;
+mod jobs;
+mod plot;
+mod pool;
+mod progress;
+mod replay;
+mod report;
+mod rng;
+mod rss;
+mod sim;
+mod target;
+mod trace;
+mod workload;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    let result = match &cli.command {
+        None => jobs::main_job(&cli.main),
+        Some(cli::Command::Generate(a)) => jobs::generate(a),
+        Some(cli::Command::Replay(a)) => jobs::replay_file(a),
+        Some(cli::Command::Measure(a)) => jobs::measure(a),
+    };
+    if let Err(e) = result {
+        eprintln!("kvidx-bench: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,284 @@
+//! The replay plot: achieved throughput and `find_matches` latency against offered load, one
+//! line per index, as a hand-written SVG (log-log axes).
+
+use std::fmt::Write;
+
+use crate::replay::SubjectReport;
+use crate::report::{ns, rate};
+
+const COLORS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+];
+const PANEL_W: f64 = 440.0;
+const PANEL_H: f64 = 300.0;
+const LEFT: f64 = 70.0;
+const TOP: f64 = 40.0;
+const GAP: f64 = 110.0;
+
+/// A log-scale axis over powers of ten covering `[lo, hi]`.
+#[derive(Debug, Clone, Copy)]
+struct LogAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl LogAxis {
+    fn covering(values: impl Iterator<Item = f64>) -> Self {
+        let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+        for v in values.filter(|v| *v > 0.0 && v.is_finite()) {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        if !lo.is_finite() {
+            return Self { lo: 1.0, hi: 10.0 };
+        }
+        let lo = 10f64.powf(lo.log10().floor());
+        let mut hi = 10f64.powf(hi.log10().ceil());
+        if hi <= lo {
+            hi = lo * 10.0;
+        }
+        Self { lo, hi }
+    }
+
+    /// 0..1 along the axis.
+    fn frac(&self, v: f64) -> f64 {
+        (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        let mut t = Vec::new();
+        let mut v = self.lo;
+        while v <= self.hi * 1.0001 {
+            t.push(v);
+            v *= 10.0;
+        }
+        t
+    }
+}
+
+struct Panel {
+    x0: f64,
+    x: LogAxis,
+    y: LogAxis,
+}
+
+impl Panel {
+    fn px(&self, v: f64) -> f64 {
+        self.x0 + self.x.frac(v) * PANEL_W
+    }
+
+    fn py(&self, v: f64) -> f64 {
+        TOP + PANEL_H - self.y.frac(v) * PANEL_H
+    }
+
+    fn frame(
+        &self,
+        svg: &mut String,
+        title: &str,
+        xlabel: &str,
+        ylabel: &str,
+        yfmt: fn(f64) -> String,
+    ) {
+        let _ = write!(
+            svg,
+            r##"<rect x="{:.1}" y="{TOP}" width="{PANEL_W}" height="{PANEL_H}" fill="none" stroke="#333"/>"##,
+            self.x0
+        );
+        for t in self.x.ticks() {
+            let x = self.px(t);
+            let _ = write!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                TOP + PANEL_H,
+                TOP + PANEL_H + 16.0,
+                rate(t)
+            );
+        }
+        for t in self.y.ticks() {
+            let y = self.py(t);
+            let _ = write!(
+                svg,
+                r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                self.x0,
+                self.x0 + PANEL_W,
+                self.x0 - 6.0,
+                y + 4.0,
+                yfmt(t)
+            );
+        }
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-weight="bold">{title}</text><text x="{:.1}" y="{:.1}" text-anchor="middle">{xlabel}</text><text x="{:.1}" y="{:.1}" text-anchor="middle" transform="rotate(-90 {:.1} {:.1})">{ylabel}</text>"##,
+            self.x0 + PANEL_W / 2.0,
+            TOP - 14.0,
+            self.x0 + PANEL_W / 2.0,
+            TOP + PANEL_H + 36.0,
+            self.x0 - 56.0,
+            TOP + PANEL_H / 2.0,
+            self.x0 - 56.0,
+            TOP + PANEL_H / 2.0
+        );
+    }
+
+    fn line(&self, svg: &mut String, points: &[(f64, f64)], color: &str, dashed: bool) {
+        if points.is_empty() {
+            return;
+        }
+        let path: Vec<String> = points
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", self.px(*x), self.py(*y)))
+            .collect();
+        let dash = if dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            svg,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
+            path.join(" ")
+        );
+        for (x, y) in points {
+            let _ = write!(
+                svg,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
+                self.px(*x),
+                self.py(*y)
+            );
+        }
+    }
+}
+
+/// Renders the plot of the open-loop runs of every report.
+pub fn render(reports: &[SubjectReport], title: &str) -> String {
+    let offered = || {
+        reports
+            .iter()
+            .flat_map(|r| r.open.iter().filter_map(|o| o.offered))
+    };
+    let achieved = reports
+        .iter()
+        .flat_map(|r| r.open.iter().map(|o| o.ops_per_s()));
+    let x = LogAxis::covering(offered());
+    let thr = Panel {
+        x0: LEFT,
+        x,
+        y: LogAxis::covering(offered().chain(achieved)),
+    };
+    let lat = Panel {
+        x0: LEFT + PANEL_W + GAP,
+        x,
+        y: LogAxis::covering(reports.iter().flat_map(|r| {
+            r.open
+                .iter()
+                .flat_map(|o| [o.p50_ns as f64, o.p99_ns as f64])
+        })),
+    };
+    let width = LEFT + 2.0 * PANEL_W + GAP + 30.0;
+    let height = TOP + PANEL_H + 60.0 + 20.0 * reports.len() as f64;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="{:.0}" y="16" text-anchor="middle" font-size="13">{}</text>"#,
+        width / 2.0,
+        escape(title)
+    );
+    thr.frame(
+        &mut svg,
+        "throughput (drain included)",
+        "offered ops/s",
+        "achieved ops/s",
+        rate,
+    );
+    lat.frame(
+        &mut svg,
+        "find_matches service time",
+        "offered ops/s",
+        "latency (solid p50, dashed p99)",
+        |v| ns(v as u64),
+    );
+    // Ideal: achieved = offered.
+    let (lo, hi) = (thr.x.lo, thr.x.hi);
+    thr.line(&mut svg, &[(lo, lo), (hi, hi)], "#999", true);
+    for (i, r) in reports.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let pts = |f: &dyn Fn(&crate::replay::RunResult) -> f64| -> Vec<(f64, f64)> {
+            r.open
+                .iter()
+                .filter_map(|o| o.offered.map(|x| (x, f(o))))
+                .collect()
+        };
+        thr.line(&mut svg, &pts(&|o| o.ops_per_s()), color, false);
+        lat.line(&mut svg, &pts(&|o| o.p50_ns as f64), color, false);
+        lat.line(&mut svg, &pts(&|o| o.p99_ns as f64), color, true);
+        let y = TOP + PANEL_H + 56.0 + 20.0 * i as f64;
+        let _ = write!(
+            svg,
+            r#"<rect x="{LEFT}" y="{:.1}" width="14" height="4" fill="{color}"/><text x="{:.1}" y="{:.1}">{} (closed loop: {} ops/s, p50 {}, p99 {})</text>"#,
+            y - 4.0,
+            LEFT + 20.0,
+            y,
+            escape(&r.name),
+            rate(r.closed.ops_per_s()),
+            ns(r.closed.p50_ns),
+            ns(r.closed.p99_ns)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::{MemoryResult, RunResult};
+
+    fn run(offered: Option<f64>, seconds: f64) -> RunResult {
+        RunResult {
+            offered,
+            ops: 1000,
+            block_ops: 2000,
+            seconds,
+            p50_ns: 500,
+            p99_ns: 5000,
+            p999_ns: 9000,
+            max_ns: 10_000,
+            queries: 10,
+        }
+    }
+
+    #[test]
+    fn axes_cover_values_in_decades() {
+        let a = LogAxis::covering([150.0, 42_000.0].into_iter());
+        assert_eq!((a.lo, a.hi), (100.0, 100_000.0));
+        assert_eq!(a.ticks().len(), 4);
+        assert!((a.frac(1000.0) - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn renders_one_series_per_index() {
+        let report = SubjectReport {
+            name: "a<b".into(),
+            memory: MemoryResult {
+                index_bytes: 0,
+                worker_blocks: 0,
+                rejected: 0,
+                unknown_removals: 0,
+            },
+            peak_rss: 0,
+            closed: run(None, 0.001),
+            open: vec![run(Some(1e5), 0.01), run(Some(1e6), 0.002)],
+        };
+        let svg = render(&[report.clone(), report], "t & t");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        // Per index: throughput, p50 and p99 lines; plus the ideal line.
+        assert_eq!(svg.matches("<polyline").count(), 7);
+        assert!(svg.contains("a&lt;b") && svg.contains("t &amp; t"));
+    }
+}

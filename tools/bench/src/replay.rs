@@ -1,0 +1,266 @@
+//! Replaying a workload against one index, honestly.
+//!
+//! - Throughput counts an event only once it is **applied**: the clock stops after the final
+//!   flush (the drain) and after every query has been answered.
+//! - Closed loop issues operations as fast as the index takes them; open loop issues
+//!   operation `i` at `i / rate` seconds (falling behind when the index cannot keep up).
+//! - Events are submitted in workload order from one feeder thread to the index's event
+//!   threads; queries are handed to `Q` query threads, each timing every `find_matches`
+//!   call (service time) into an HDR histogram, so queries run while events are applied.
+//! - Memory is measured in a separate, untimed pass (see [`measure_memory`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::bounded;
+use hdrhistogram::Histogram;
+use kvidx::Event;
+use serde::{Deserialize, Serialize};
+
+use crate::progress;
+use crate::rss;
+use crate::target::{Subject, Target};
+use crate::workload::{Counts, Op, TimedOp};
+
+/// How operations are issued.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    /// As fast as possible.
+    Closed,
+    /// At a fixed offered rate, in operations per second.
+    Open(f64),
+}
+
+/// Thread counts of a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Threads {
+    /// The index's event threads.
+    pub events: usize,
+    /// Query threads (at least 1).
+    pub queries: usize,
+}
+
+/// The figures of one timed run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Offered rate in ops/s; `None` for closed loop.
+    pub offered: Option<f64>,
+    /// Events plus queries.
+    pub ops: u64,
+    /// Blocks stored plus names removed.
+    pub block_ops: u64,
+    /// Wall time from the first operation to the end of the drain.
+    pub seconds: f64,
+    /// `find_matches` service time percentiles, nanoseconds.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Slowest query.
+    pub max_ns: u64,
+    /// Queries answered.
+    pub queries: u64,
+}
+
+impl RunResult {
+    /// Achieved operations per second (drain included).
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / self.seconds
+    }
+
+    /// Achieved block operations per second (drain included).
+    pub fn block_ops_per_s(&self) -> f64 {
+        self.block_ops as f64 / self.seconds
+    }
+}
+
+/// The figures of the memory pass.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryResult {
+    /// Resident bytes added by building the index from the whole workload.
+    pub index_bytes: u64,
+    /// (worker, block) pairs held at the end.
+    pub worker_blocks: u64,
+    /// Stored events the index rejected (0 for a valid workload).
+    pub rejected: u64,
+    /// Removed names the index did not hold (0 for a valid workload).
+    pub unknown_removals: u64,
+}
+
+impl MemoryResult {
+    /// Resident bytes per held (worker, block).
+    pub fn bytes_per_block(&self) -> f64 {
+        if self.worker_blocks == 0 {
+            0.0
+        } else {
+            self.index_bytes as f64 / self.worker_blocks as f64
+        }
+    }
+}
+
+/// Builds the index from every event, cloning each just before it is submitted (so freed
+/// event buffers are not mistaken for index memory), and reports the resident-memory delta.
+pub fn measure_memory(ops: &[TimedOp], subject: Subject, threads: Threads) -> MemoryResult {
+    let before = rss::current();
+    let target = subject.build(threads.events);
+    for op in ops {
+        if let Op::Event(e) = &op.op {
+            target.submit(e.clone());
+        }
+    }
+    target.flush();
+    let after = rss::current();
+    let (rejected, unknown_removals) = target.anomalies();
+    MemoryResult {
+        index_bytes: after.saturating_sub(before),
+        worker_blocks: target.worker_blocks(),
+        rejected,
+        unknown_removals,
+    }
+}
+
+/// An operation ready to issue (events owned, so the timed loop does not copy them).
+enum Ready {
+    Event(Event),
+    Match(Vec<u64>),
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Waits until `due` after `start`: sleeps when far, yields when near.
+fn wait_until(start: Instant, due: Duration) {
+    loop {
+        let now = start.elapsed();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// One timed run of a workload against a fresh index.
+pub fn run(ops: &[TimedOp], subject: Subject, threads: Threads, load: Load) -> RunResult {
+    let counts = Counts::of(ops);
+    let ready: Vec<Ready> = ops
+        .iter()
+        .map(|op| match &op.op {
+            Op::Event(e) => Ready::Event(e.clone()),
+            Op::Match(q) => Ready::Match(q.clone()),
+        })
+        .collect();
+    let target: Arc<dyn Target> = Arc::from(subject.build(threads.events));
+    let (qtx, qrx) = bounded::<Vec<u64>>(1024);
+    let workers: Vec<_> = (0..threads.queries.max(1))
+        .map(|_| {
+            let rx = qrx.clone();
+            let target = Arc::clone(&target);
+            std::thread::spawn(move || {
+                let mut hist = new_histogram();
+                let mut out = Vec::new();
+                for query in rx {
+                    let t0 = Instant::now();
+                    target.find_matches_into(&query, &mut out);
+                    let ns = t0.elapsed().as_nanos() as u64;
+                    hist.record(ns.max(1)).expect("in histogram range");
+                }
+                hist
+            })
+        })
+        .collect();
+    drop(qrx);
+    let label = match load {
+        Load::Closed => format!("{} closed", subject.name()),
+        Load::Open(r) => format!("{} @{:.0}/s", subject.name(), r),
+    };
+    let bar = progress::bar(ready.len() as u64, &label);
+    let start = Instant::now();
+    for (i, op) in ready.into_iter().enumerate() {
+        if let Load::Open(rate) = load {
+            wait_until(start, Duration::from_secs_f64(i as f64 / rate));
+        }
+        match op {
+            Ready::Event(e) => target.submit(e),
+            Ready::Match(q) => qtx.send(q).expect("query threads alive"),
+        }
+        if i % 4096 == 0 {
+            bar.set_position(i as u64);
+        }
+    }
+    target.flush();
+    drop(qtx);
+    let mut hist = new_histogram();
+    for w in workers {
+        hist.add(w.join().expect("query thread finished"))
+            .expect("same histogram bounds");
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    RunResult {
+        offered: match load {
+            Load::Closed => None,
+            Load::Open(r) => Some(r),
+        },
+        ops: counts.ops(),
+        block_ops: counts.block_ops,
+        seconds,
+        p50_ns: hist.value_at_quantile(0.5),
+        p99_ns: hist.value_at_quantile(0.99),
+        p999_ns: hist.value_at_quantile(0.999),
+        max_ns: hist.max(),
+        queries: hist.len(),
+    }
+}
+
+/// Everything measured for one index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubjectReport {
+    /// The index's report name.
+    pub name: String,
+    /// The memory pass.
+    pub memory: MemoryResult,
+    /// Peak resident memory of the process that measured this index (workload included).
+    pub peak_rss: u64,
+    /// The closed-loop run.
+    pub closed: RunResult,
+    /// Open-loop runs, by increasing offered rate.
+    pub open: Vec<RunResult>,
+}
+
+/// Measures one index: memory pass, closed loop, then open loop at each given fraction of
+/// its own closed-loop rate and at each absolute rate.
+pub fn measure(
+    ops: &[TimedOp],
+    subject: Subject,
+    threads: Threads,
+    fractions: &[f64],
+    rates: &[f64],
+) -> SubjectReport {
+    let memory = measure_memory(ops, subject, threads);
+    let closed = run(ops, subject, threads, Load::Closed);
+    let mut offered: Vec<f64> = fractions
+        .iter()
+        .map(|f| f * closed.ops_per_s())
+        .chain(rates.iter().copied())
+        .filter(|r| *r > 0.0 && r.is_finite())
+        .collect();
+    offered.sort_by(f64::total_cmp);
+    let open = offered
+        .into_iter()
+        .map(|r| run(ops, subject, threads, Load::Open(r)))
+        .collect();
+    SubjectReport {
+        name: subject.name().to_string(),
+        memory,
+        peak_rss: rss::peak(),
+        closed,
+        open,
+    }
+}

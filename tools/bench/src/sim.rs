@@ -1,0 +1,535 @@
+//! The mock engine fleet: routes trace requests to workers and records what they publish.
+//!
+//! Time is the trace's clock. A request arrives at its timestamp: the router is asked (a
+//! `match` query over the prompt's local hashes is recorded), a policy picks a worker, and the
+//! worker's pool references its cached prefix (the hit), allocates the rest (evicting LRU
+//! blocks) and announces them. The request then runs for `output_length * decode_ms_per_token`
+//! ms; when it ends, its generated blocks (`output_length * F / 512` of them) are cached and
+//! announced, and every block it used is released (becomes evictable).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, Worker};
+
+use crate::chain::{decode_chain, prompt_chain};
+use crate::pool::BlockPool;
+use crate::progress;
+use crate::rng::Rng;
+use crate::trace::{Request, TRACE_BLOCK_TOKENS};
+use crate::workload::{Op, TimedOp};
+
+/// How the router picks a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    /// Uniformly at random.
+    Random,
+    /// Each worker in turn.
+    RoundRobin,
+    /// The worker with the deepest cached prefix (from the index); ties go to the least
+    /// loaded (fewest running requests), then at random.
+    KvAware,
+    /// The worker with the least work, counted in blocks: prompt blocks it would have to
+    /// compute (prompt minus overlap from the index) plus blocks its running requests hold;
+    /// ties at random. A cost model in the style of Dynamo's router (overlap weight 1).
+    KvCost,
+}
+
+impl Policy {
+    /// Every policy, in report order.
+    pub const ALL: [Policy; 4] = [
+        Policy::Random,
+        Policy::RoundRobin,
+        Policy::KvAware,
+        Policy::KvCost,
+    ];
+
+    /// The policy's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Random => "random",
+            Policy::RoundRobin => "round-robin",
+            Policy::KvAware => "kv-aware",
+            Policy::KvCost => "kv-cost",
+        }
+    }
+}
+
+/// Where the kv-aware router reads overlaps from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RouterIndex {
+    /// A kvidx indexer (positional backend, synchronous) fed with the published events.
+    Positional,
+    /// A kvidx indexer (radix backend, synchronous) fed with the published events.
+    Radix,
+    /// The pools' own prefix hits: what an exact index answers, without an index.
+    Oracle,
+}
+
+/// Settings of one simulation.
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    /// Workers (worker ids `0..workers`, dp rank 0).
+    pub workers: usize,
+    /// Blocks in each worker's pool.
+    pub blocks_per_worker: usize,
+    /// Blocks per trace hash id.
+    pub length_factor: u32,
+    /// Copies of the trace, interleaved, sharing nothing.
+    pub duplication: u32,
+    /// Seed of the random policy and of tie-breaks.
+    pub seed: u64,
+    /// The routing policy.
+    pub policy: Policy,
+    /// Where kv-aware routing reads overlaps.
+    pub router_index: RouterIndex,
+    /// Simulated decode time per output token, in milliseconds.
+    pub decode_ms_per_token: f64,
+}
+
+/// Routing quality and event counts of one simulation.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Routing {
+    /// Requests routed (copies included).
+    pub requests: u64,
+    /// Prompt blocks over all requests.
+    pub prompt_blocks: u64,
+    /// Prompt blocks found cached on the chosen worker (prefix hits).
+    pub hit_blocks: u64,
+    /// Stored events published.
+    pub stored_events: u64,
+    /// Removed (single-block) events published.
+    pub removed_events: u64,
+}
+
+impl Routing {
+    /// Prefix-cache hit rate: hit blocks / prompt blocks.
+    pub fn hit_rate(&self) -> f64 {
+        if self.prompt_blocks == 0 {
+            0.0
+        } else {
+            self.hit_blocks as f64 / self.prompt_blocks as f64
+        }
+    }
+}
+
+/// What a simulation produced.
+#[derive(Debug)]
+pub struct SimOutput {
+    /// The workload: events and queries in issue order.
+    pub ops: Vec<TimedOp>,
+    /// Routing quality.
+    pub routing: Routing,
+    /// Blocks cached at the end, summed over workers.
+    pub final_blocks: u64,
+}
+
+/// A request that is running on a worker.
+struct Running {
+    worker: usize,
+    request: u64,
+    /// Prompt blocks it references (a prefix of its prompt chain).
+    prompt: Vec<Block>,
+    /// Whether the whole prompt got cached (then its generated blocks can follow it).
+    whole_prompt: bool,
+    decode_blocks: u32,
+}
+
+/// The router: a policy and, for kv-aware routing, the index it reads.
+struct Router {
+    policy: Policy,
+    rng: Rng,
+    next: usize,
+    index: Option<Indexer>,
+    matches: Vec<Match>,
+    depths: Vec<u32>,
+}
+
+impl Router {
+    fn new(cfg: &SimConfig) -> Self {
+        let backend = match cfg.router_index {
+            RouterIndex::Positional => Some(BackendKind::Positional),
+            RouterIndex::Radix => Some(BackendKind::Radix),
+            RouterIndex::Oracle => None,
+        };
+        let uses_index = matches!(cfg.policy, Policy::KvAware | Policy::KvCost);
+        let index = match (uses_index, backend) {
+            (true, Some(backend)) => Some(
+                Indexer::new(Config {
+                    backend,
+                    event_threads: 0,
+                    ..Config::default()
+                })
+                .expect("a synchronous indexer always builds"),
+            ),
+            _ => None,
+        };
+        Self {
+            policy: cfg.policy,
+            rng: Rng::new(cfg.seed),
+            next: 0,
+            index,
+            matches: Vec::new(),
+            depths: vec![0; cfg.workers],
+        }
+    }
+
+    /// Feeds a published event to the router's index.
+    fn observe(&self, event: &Event) {
+        if let Some(index) = &self.index {
+            index
+                .apply_event(event.clone())
+                .expect("the mock engine publishes only valid events");
+        }
+    }
+
+    /// Fills `self.depths` with each worker's cached prefix of `prompt`.
+    fn overlaps(&mut self, prompt: &[Block], pools: &[BlockPool]) {
+        self.depths.iter_mut().for_each(|d| *d = 0);
+        match &self.index {
+            Some(index) => {
+                let locals: Vec<u64> = prompt.iter().map(|b| b.local_hash).collect();
+                index.find_matches_into(&locals, &mut self.matches);
+                for m in &self.matches {
+                    self.depths[m.worker_id as usize] = m.depth;
+                }
+            }
+            None => {
+                for (d, pool) in self.depths.iter_mut().zip(pools) {
+                    *d = pool.prefix_hits(prompt) as u32;
+                }
+            }
+        }
+    }
+
+    /// A worker with the largest key, ties at random.
+    fn best_by<K: Ord + Copy>(&mut self, n: usize, key: impl Fn(usize) -> K) -> usize {
+        let best = (0..n).map(&key).max().expect("at least one worker");
+        let ties: Vec<usize> = (0..n).filter(|&w| key(w) == best).collect();
+        ties[self.rng.below(ties.len())]
+    }
+
+    fn choose(&mut self, prompt: &[Block], pools: &[BlockPool], load: &[Load]) -> usize {
+        let n = pools.len();
+        match self.policy {
+            Policy::Random => self.rng.below(n),
+            Policy::RoundRobin => {
+                let w = self.next;
+                self.next = (self.next + 1) % n;
+                w
+            }
+            Policy::KvAware => {
+                self.overlaps(prompt, pools);
+                let depths = std::mem::take(&mut self.depths);
+                let w = self.best_by(n, |w| (depths[w], Reverse(load[w].requests)));
+                self.depths = depths;
+                w
+            }
+            Policy::KvCost => {
+                self.overlaps(prompt, pools);
+                let depths = std::mem::take(&mut self.depths);
+                let len = prompt.len() as u64;
+                let w = self.best_by(n, |w| {
+                    Reverse(len - u64::from(depths[w]).min(len) + load[w].blocks)
+                });
+                self.depths = depths;
+                w
+            }
+        }
+    }
+}
+
+/// What a worker is running.
+#[derive(Debug, Clone, Copy, Default)]
+struct Load {
+    requests: u32,
+    blocks: u64,
+}
+
+/// The fleet being simulated.
+struct Fleet {
+    pools: Vec<BlockPool>,
+    load: Vec<Load>,
+    router: Router,
+    ops: Vec<TimedOp>,
+    events: Vec<Event>,
+    routing: Routing,
+}
+
+impl Fleet {
+    /// Moves the events the pools just published into the workload and the router's index.
+    fn publish(&mut self, t: u64) {
+        for event in self.events.drain(..) {
+            match &event.data {
+                kvidx::EventData::Stored { .. } => self.routing.stored_events += 1,
+                kvidx::EventData::Removed { .. } => self.routing.removed_events += 1,
+                kvidx::EventData::Cleared => {}
+            }
+            self.router.observe(&event);
+            self.ops.push(TimedOp {
+                t,
+                op: Op::Event(event),
+            });
+        }
+    }
+
+    fn admit(&mut self, t: u64, request: u64, prompt: Vec<Block>, decode_blocks: u32) -> Running {
+        let locals = prompt.iter().map(|b| b.local_hash).collect();
+        self.ops.push(TimedOp {
+            t,
+            op: Op::Match(locals),
+        });
+        let worker = self.router.choose(&prompt, &self.pools, &self.load);
+        let pool = &mut self.pools[worker];
+        self.routing.requests += 1;
+        self.routing.prompt_blocks += prompt.len() as u64;
+        self.routing.hit_blocks += pool.prefix_hits(&prompt) as u64;
+        let referenced = pool.acquire(None, &prompt, &mut self.events);
+        self.publish(t);
+        self.load[worker].requests += 1;
+        self.load[worker].blocks += referenced as u64;
+        let whole_prompt = referenced == prompt.len() && !prompt.is_empty();
+        let mut prompt = prompt;
+        prompt.truncate(referenced);
+        Running {
+            worker,
+            request,
+            prompt,
+            whole_prompt,
+            decode_blocks,
+        }
+    }
+
+    fn complete(&mut self, t: u64, run: Running) {
+        let pool = &mut self.pools[run.worker];
+        let mut used: Vec<u64> = run.prompt.iter().map(|b| b.seq_hash).collect();
+        if run.whole_prompt && run.decode_blocks > 0 {
+            let last = run
+                .prompt
+                .last()
+                .expect("whole prompt is not empty")
+                .seq_hash;
+            let decode = decode_chain(run.request, run.decode_blocks, last);
+            let referenced = pool.acquire(Some(last), &decode, &mut self.events);
+            used.extend(decode[..referenced].iter().map(|b| b.seq_hash));
+        }
+        pool.release(&used);
+        self.load[run.worker].requests -= 1;
+        self.load[run.worker].blocks -= run.prompt.len() as u64;
+        self.publish(t);
+    }
+}
+
+/// Runs the trace through the mock fleet under one policy.
+pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
+    assert!(cfg.workers > 0 && cfg.blocks_per_worker > 0 && cfg.length_factor > 0);
+    let copies = u64::from(cfg.duplication.max(1));
+    let mut fleet = Fleet {
+        pools: (0..cfg.workers)
+            .map(|w| BlockPool::new(Worker::new(w as u64, 0), cfg.blocks_per_worker))
+            .collect(),
+        load: vec![Load::default(); cfg.workers],
+        router: Router::new(cfg),
+        ops: Vec::new(),
+        events: Vec::new(),
+        routing: Routing::default(),
+    };
+    let bar = progress::bar(
+        trace.len() as u64,
+        &format!("simulate {}", cfg.policy.name()),
+    );
+    // Running requests by (end time, request number).
+    let mut ending: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut running: Vec<Option<Running>> = Vec::new();
+    for (i, req) in trace.iter().enumerate() {
+        while let Some(Reverse((end, number))) = ending.peek().copied() {
+            if end > req.timestamp {
+                break;
+            }
+            ending.pop();
+            let run = running[number as usize].take().expect("ends once");
+            fleet.complete(end, run);
+        }
+        for copy in 0..copies {
+            let number = i as u64 * copies + copy;
+            let prompt = prompt_chain(&req.hash_ids, cfg.length_factor, copy, copies);
+            let decode_blocks =
+                (req.output_length * u64::from(cfg.length_factor) / TRACE_BLOCK_TOKENS) as u32;
+            let run = fleet.admit(req.timestamp, number, prompt, decode_blocks);
+            let duration = (req.output_length as f64 * cfg.decode_ms_per_token).ceil() as u64;
+            ending.push(Reverse((req.timestamp + duration, number)));
+            if running.len() <= number as usize {
+                running.resize_with(number as usize + 1, || None);
+            }
+            running[number as usize] = Some(run);
+        }
+        bar.inc(1);
+    }
+    while let Some(Reverse((end, number))) = ending.pop() {
+        let run = running[number as usize].take().expect("ends once");
+        fleet.complete(end, run);
+    }
+    bar.finish_and_clear();
+    let final_blocks = fleet.pools.iter().map(|p| p.len() as u64).sum();
+    SimOutput {
+        ops: fleet.ops,
+        routing: fleet.routing,
+        final_blocks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::read_trace;
+    use kvidx::EventData;
+    use std::collections::{HashMap, HashSet};
+
+    fn sample(n: usize) -> Vec<Request> {
+        let mut t = read_trace(&crate::jobs::sample_trace_path()).unwrap();
+        t.truncate(n);
+        t
+    }
+
+    fn config(policy: Policy, router_index: RouterIndex) -> SimConfig {
+        SimConfig {
+            workers: 4,
+            blocks_per_worker: 300,
+            length_factor: 2,
+            duplication: 1,
+            seed: 3,
+            policy,
+            router_index,
+            decode_ms_per_token: 20.0,
+        }
+    }
+
+    /// Checks the published stream like an index would: parents held, removals of held
+    /// blocks only, pools never over capacity. Returns the blocks held at the end.
+    fn check_stream(ops: &[TimedOp], capacity: usize) -> u64 {
+        let mut held: HashMap<Worker, HashSet<u64>> = HashMap::new();
+        let mut last_t = 0;
+        for op in ops {
+            assert!(op.t >= last_t, "time goes forward");
+            last_t = op.t;
+            let Op::Event(e) = &op.op else { continue };
+            let set = held.entry(e.worker).or_default();
+            match &e.data {
+                EventData::Stored { parent, blocks } => {
+                    assert!(!blocks.is_empty());
+                    if let Some(p) = parent {
+                        assert!(set.contains(p), "parent {p} not held by {:?}", e.worker);
+                    }
+                    set.extend(blocks.iter().map(|b| b.seq_hash));
+                }
+                EventData::Removed { seq_hashes } => {
+                    assert_eq!(seq_hashes.len(), 1);
+                    assert!(set.remove(&seq_hashes[0]), "removed a block not held");
+                }
+                EventData::Cleared => panic!("the mock engine never clears"),
+            }
+            assert!(set.len() <= capacity, "pool over capacity");
+        }
+        held.values().map(|s| s.len() as u64).sum()
+    }
+
+    #[test]
+    fn every_policy_publishes_a_valid_stream() {
+        let trace = sample(120);
+        for policy in Policy::ALL {
+            let out = simulate(&trace, &config(policy, RouterIndex::Oracle));
+            let held = check_stream(&out.ops, 300);
+            assert_eq!(held, out.final_blocks);
+            assert!(
+                out.routing.removed_events > 0,
+                "the pools are small enough to evict"
+            );
+            assert_eq!(out.routing.requests, 120);
+            // One match query per request, in arrival order.
+            let queries = out
+                .ops
+                .iter()
+                .filter(|o| matches!(o.op, Op::Match(_)))
+                .count();
+            assert_eq!(queries, 120);
+            // An exact index agrees: nothing rejected, nothing unknown, same blocks held.
+            let index = Indexer::new(Config {
+                backend: BackendKind::Reference,
+                event_threads: 0,
+                ..Config::default()
+            })
+            .unwrap();
+            for op in &out.ops {
+                if let Op::Event(e) = &op.op {
+                    index.apply_event(e.clone()).unwrap();
+                }
+            }
+            let stats = index.stats();
+            assert_eq!((stats.events_rejected, stats.unknown_removals), (0, 0));
+            assert_eq!(stats.worker_blocks, out.final_blocks);
+        }
+    }
+
+    #[test]
+    fn kv_aware_routing_through_the_index_matches_the_oracle() {
+        let trace = sample(60);
+        let a = simulate(&trace, &config(Policy::KvAware, RouterIndex::Oracle));
+        let b = simulate(&trace, &config(Policy::KvAware, RouterIndex::Positional));
+        let c = simulate(&trace, &config(Policy::KvAware, RouterIndex::Radix));
+        assert_eq!(a.ops, b.ops);
+        assert_eq!(a.ops, c.ops);
+        let a = simulate(&trace, &config(Policy::KvCost, RouterIndex::Oracle));
+        let b = simulate(&trace, &config(Policy::KvCost, RouterIndex::Positional));
+        assert_eq!(a.ops, b.ops);
+    }
+
+    #[test]
+    fn kv_aware_routing_hits_more_than_blind_policies() {
+        // Pools big enough to keep conversations across turns, small enough to evict.
+        let trace = sample(400);
+        let cfg = SimConfig {
+            blocks_per_worker: 2000,
+            length_factor: 1,
+            ..config(Policy::Random, RouterIndex::Oracle)
+        };
+        let rate = |policy| {
+            simulate(&trace, &SimConfig { policy, ..cfg })
+                .routing
+                .hit_rate()
+        };
+        let (kv, rr, rnd) = (
+            rate(Policy::KvCost),
+            rate(Policy::RoundRobin),
+            rate(Policy::Random),
+        );
+        assert!(kv > rr && kv > rnd, "kv-cost {kv} rr {rr} random {rnd}");
+    }
+
+    #[test]
+    fn runs_are_reproducible_and_duplication_scales_requests() {
+        let trace = sample(30);
+        let cfg = config(Policy::Random, RouterIndex::Oracle);
+        assert_eq!(simulate(&trace, &cfg).ops, simulate(&trace, &cfg).ops);
+        let dup = simulate(
+            &trace,
+            &SimConfig {
+                duplication: 3,
+                ..cfg
+            },
+        );
+        assert_eq!(dup.routing.requests, 90);
+        assert_eq!(
+            dup.routing.prompt_blocks,
+            3 * simulate(&trace, &cfg).routing.prompt_blocks
+        );
+    }
+
+    #[test]
+    fn generated_workload_round_trips_through_a_file() {
+        let out = simulate(&sample(40), &config(Policy::KvAware, RouterIndex::Oracle));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.jsonl");
+        crate::workload::write_workload(&path, &out.ops).unwrap();
+        assert_eq!(crate::workload::read_workload(&path).unwrap(), out.ops);
+    }
+}

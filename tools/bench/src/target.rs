@@ -1,0 +1,87 @@
+//! What a replay drives: an index that takes events (queued to its event threads) and
+//! answers queries on the caller's thread.
+
+use kvidx::{BackendKind, Config, Event, Indexer, Match};
+
+use crate::baseline::NestedMapIndexer;
+
+/// An index under test.
+pub trait Target: Send + Sync {
+    /// Accepts one event (queues it; it counts once applied).
+    fn submit(&self, event: Event);
+    /// Returns once every event accepted before the call is applied.
+    fn flush(&self);
+    /// Answers a query (local hashes) into `out`.
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>);
+    /// Sum over workers of the blocks held (after a flush).
+    fn worker_blocks(&self) -> u64;
+    /// Events rejected and names removed that were not held (after a flush).
+    fn anomalies(&self) -> (u64, u64);
+}
+
+/// Which index a replay measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Subject {
+    /// kvidx, positional backend.
+    Positional,
+    /// kvidx, radix backend.
+    Radix,
+    /// kvidx, the reference model (slow: linear scans under one lock).
+    Reference,
+    /// The naive nested map of the design story (inexact; see `baseline`).
+    #[value(name = "nested-map", alias = "baseline")]
+    Baseline,
+}
+
+impl Subject {
+    /// The name used on the command line (`--subjects`) and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subject::Positional => "positional",
+            Subject::Radix => "radix",
+            Subject::Reference => "reference",
+            Subject::Baseline => "nested-map",
+        }
+    }
+
+    /// Builds a fresh, empty index with `event_threads` event threads.
+    pub fn build(self, event_threads: usize) -> Box<dyn Target> {
+        let backend = match self {
+            Subject::Positional => BackendKind::Positional,
+            Subject::Radix => BackendKind::Radix,
+            Subject::Reference => BackendKind::Reference,
+            Subject::Baseline => return Box::new(NestedMapIndexer::new(event_threads)),
+        };
+        let indexer = Indexer::new(Config {
+            backend,
+            event_threads,
+            ..Config::default()
+        })
+        .expect("valid indexer settings");
+        Box::new(indexer)
+    }
+}
+
+impl Target for Indexer {
+    fn submit(&self, event: Event) {
+        self.apply_event(event)
+            .expect("a pooled indexer accepts well-formed events");
+    }
+
+    fn flush(&self) {
+        Indexer::flush(self).expect("the event threads are alive");
+    }
+
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        Indexer::find_matches_into(self, local_hashes, out);
+    }
+
+    fn worker_blocks(&self) -> u64 {
+        self.stats().worker_blocks
+    }
+
+    fn anomalies(&self) -> (u64, u64) {
+        let s = self.stats();
+        (s.events_rejected, s.unknown_removals)
+    }
+}
