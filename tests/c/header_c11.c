@@ -1,0 +1,14 @@
+/* The installed header compiles alone as C11 (-Wall -Wextra -Werror -pedantic), twice over
+ * (include guard), and its structs have the layout the ABI fixes (LP64). */
+#include <kvidx.h>
+#include <kvidx.h>
+
+_Static_assert(sizeof(kvidx_block) == 16, "kvidx_block layout");
+_Static_assert(sizeof(kvidx_match) == 16, "kvidx_match layout");
+_Static_assert(sizeof(kvidx_stats) == 40, "kvidx_stats layout");
+_Static_assert(sizeof(kvidx_config) == 12, "kvidx_config layout");
+_Static_assert(sizeof(kvidx_event) == 80, "kvidx_event layout");
+_Static_assert(KVIDX_ABI_VERSION == 1, "ABI version");
+
+kvidx_status (*const kvidx_header_check_fn)(kvidx_indexer *, const kvidx_event *) =
+    kvidx_apply_event;
