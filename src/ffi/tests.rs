@@ -205,3 +205,25 @@ fn seq_hashes_in_place_match_the_hashing_contract() {
         ]
     );
 }
+
+#[test]
+fn rust_errors_map_to_their_status_codes() {
+    use crate::Error;
+    assert_eq!(
+        convert::status_of(Error::InvalidArgument("x")),
+        kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        convert::status_of(Error::ParentNotFound),
+        kvidx_status::KVIDX_ERR_PARENT_NOT_FOUND
+    );
+    assert_eq!(
+        convert::status_of(Error::ShutDown),
+        kvidx_status::KVIDX_ERR_SHUT_DOWN
+    );
+    for code in 0..8u32 {
+        // SAFETY: kvidx_status_str returns a static NUL-terminated string.
+        let text = unsafe { std::ffi::CStr::from_ptr(kvidx_status_str(code)) };
+        assert!(text.to_str().unwrap().starts_with("KVIDX_"), "{code}");
+    }
+}
