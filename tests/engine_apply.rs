@@ -3,9 +3,8 @@
 //! change nothing.
 
 use kvidx::engine::{
-    apply_batch, apply_payload, decode_batch, ApplyOptions, BlockStored, DecodedBatch,
-    EngineEvent, EngineFeed, ExtrasPolicy, FeedConfig, FeedError, Format, MediaFilter, SeqStatus,
-    SkipCounts,
+    apply_batch, apply_payload, decode_batch, ApplyOptions, BlockStored, DecodedBatch, EngineEvent,
+    EngineFeed, ExtrasPolicy, FeedConfig, FeedError, Format, MediaFilter, SeqStatus, SkipCounts,
 };
 use kvidx::hashing::{hash_tokens, hash_tokens_with_seed, lora_seed};
 use kvidx::{BackendKind, Config, Indexer, Match, Worker};
@@ -138,7 +137,11 @@ fn filters_and_skip_reasons() {
             unhashable: 1
         }
     );
-    assert_eq!(indexer.stats().worker_blocks, 1, "d2 stays after d1 removed");
+    assert_eq!(
+        indexer.stats().worker_blocks,
+        1,
+        "d2 stays after d1 removed"
+    );
 
     let everything = ApplyOptions {
         media: MediaFilter::All,
@@ -209,8 +212,14 @@ fn unhashable_stores_are_skipped() {
             dp_rank: None,
         };
         let indexer = sync_indexer();
-        let report =
-            apply_batch(&indexer, &batch, Worker::new(1, 0), 0, &ApplyOptions::default()).unwrap();
+        let report = apply_batch(
+            &indexer,
+            &batch,
+            Worker::new(1, 0),
+            0,
+            &ApplyOptions::default(),
+        )
+        .unwrap();
         assert_eq!(report.skipped.unhashable, 1, "{case:?}");
         assert_eq!(indexer.stats().events_applied, 0);
     }
@@ -221,7 +230,14 @@ fn unhashable_stores_are_skipped() {
         dp_rank: None,
     };
     let indexer = sync_indexer();
-    apply_batch(&indexer, &batch, Worker::new(1, 0), 0, &ApplyOptions::default()).unwrap();
+    apply_batch(
+        &indexer,
+        &batch,
+        Worker::new(1, 0),
+        0,
+        &ApplyOptions::default(),
+    )
+    .unwrap();
     assert_eq!(indexer.stats().worker_blocks, 2);
 }
 
@@ -233,8 +249,14 @@ fn missing_parent_counts_as_rejected() {
         ..batch
     };
     let indexer = sync_indexer();
-    let report =
-        apply_batch(&indexer, &only_b, Worker::new(1, 0), 0, &ApplyOptions::default()).unwrap();
+    let report = apply_batch(
+        &indexer,
+        &only_b,
+        Worker::new(1, 0),
+        0,
+        &ApplyOptions::default(),
+    )
+    .unwrap();
     assert_eq!((report.events_submitted, report.events_rejected), (1, 1));
     assert_eq!(indexer.stats().events_rejected, 1);
 }

@@ -116,7 +116,11 @@ fn assert_annotated(batch: &DecodedBatch) {
 #[test]
 fn annotated_payload_from_the_facts_file() {
     let bytes = unhex(ANNOTATED);
-    assert_eq!(bytes, fixture("vllm_annotated_0_33"), "generator matches the facts");
+    assert_eq!(
+        bytes,
+        fixture("vllm_annotated_0_33"),
+        "generator matches the facts"
+    );
     assert_annotated(&decode_batch(Format::Vllm, &bytes).unwrap());
     assert_annotated(&decode_batch(Format::TrtLlm, &bytes).unwrap());
 }
@@ -291,7 +295,10 @@ fn sglang_map() {
     assert_stored_b(b, (-3i64) as u64, (-2i64) as u64);
     assert_eq!(b.medium, None, "omitted when None");
     assert_eq!(stored(&batch.events[2]).medium, Some(Medium::CpuPinned));
-    assert_eq!(stored(&batch.events[3]).cache_salt.as_deref(), Some("salty"));
+    assert_eq!(
+        stored(&batch.events[3]).cache_salt.as_deref(),
+        Some("salty")
+    );
     assert_eq!(removed(&batch.events[4]).block_hashes, [NEG as u64]);
     assert_eq!(batch.events[5], EngineEvent::AllBlocksCleared);
 }
@@ -333,7 +340,10 @@ fn malformed_payloads_are_errors() {
     let annotated = unhex(ANNOTATED);
     // Truncated anywhere.
     for cut in 0..annotated.len() {
-        assert!(decode_batch(Format::Vllm, &annotated[..cut]).is_err(), "cut {cut}");
+        assert!(
+            decode_batch(Format::Vllm, &annotated[..cut]).is_err(),
+            "cut {cut}"
+        );
     }
     let mut trailing = annotated.clone();
     trailing.push(0);

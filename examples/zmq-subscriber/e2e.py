@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""End-to-end test on loopback: two engine publishers (pyzmq, DP ranks 0 and 1) send vLLM
+0.33 map-encoded batches over the 3-frame ZMQ protocol, with a deliberate gap on each and a
+publisher restart on rank 1; each has a ROUTER replay socket (rank 0 answers in the >= 0.26
+layout with topic, rank 1 in the older layout). The subscriber example must replay the gaps,
+clear rank 1 on the restart, and answer the queries as expected.
+
+With --no-replay the subscriber gets no replay endpoints: it must fall back to clearing the
+worker on each gap (the recommended reaction without replay), which loses chain Y on rank 0.
+
+Usage: python3 e2e.py PATH/TO/kvidx-zmq-subscriber [--no-replay]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+try:
+    import zmq
+except ImportError:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "pyzmq", "msgpack"],
+                          stdout=subprocess.DEVNULL)
+    import zmq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in scripts/
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+from gen_engine_fixtures import (  # noqa: E402  (after the path tweak)
+    VLLM_REMOVED, VLLM_STORED, encode_map_event, envelope)
+
+TOPIC = b"kv@10.0.0.7:8000@llama"
+BLOCK = 16
+END_SEQ = b"\xff" * 8
+
+
+def stored(hashes, first_token, parent=None):
+    tokens = list(range(first_token, first_token + BLOCK * len(hashes)))
+    return encode_map_event("BlockStored", VLLM_STORED, dict(
+        block_hashes=hashes, parent_block_hash=parent, token_ids=tokens, block_size=BLOCK,
+        lora_id=None, medium="GPU", lora_name=None, group_idx=0,
+        kv_cache_spec_kind="full_attention"))
+
+
+def removed(hashes):
+    return encode_map_event("BlockRemoved", VLLM_REMOVED,
+                            dict(block_hashes=hashes, medium="GPU", group_idx=0))
+
+
+def batch(rank, *events):
+    return envelope(time.time(), list(events), rank)
+
+
+class Publisher:
+    """A PUB (XPUB, to see the subscription arrive) plus a ROUTER replay socket."""
+
+    def __init__(self, ctx, rank, new_replay_layout):
+        self.rank = rank
+        self.new_layout = new_replay_layout
+        self.pub = ctx.socket(zmq.XPUB)
+        self.pub_port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        self.router = ctx.socket(zmq.ROUTER)
+        self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.seq = 0
+        self.buffer = []  # (seq, payload), like vLLM's replay buffer
+        self.subscribed = False
+
+    def publish(self, payload, drop=False):
+        """Buffers the batch; sends it live unless `drop` (the deliberate gap)."""
+        seq = self.seq.to_bytes(8, "big")
+        self.buffer.append((self.seq, payload))
+        if not drop:
+            self.pub.send_multipart([TOPIC, seq, payload])
+        self.seq += 1
+
+    def restart(self):
+        """A new engine process: sequence from 0, empty replay buffer."""
+        self.seq = 0
+        self.buffer = []
+
+    def service(self):
+        """Answers replay requests and notes subscriptions."""
+        while self.pub.poll(0):
+            if self.pub.recv().startswith(b"\x01"):
+                self.subscribed = True
+        while self.router.poll(0):
+            frames = self.router.recv_multipart()
+            identity, start = frames[0], int.from_bytes(frames[-1], "big")
+            for seq, payload in self.buffer:
+                if seq >= start:
+                    body = [TOPIC] if self.new_layout else []
+                    self.router.send_multipart(
+                        [identity, b""] + body + [seq.to_bytes(8, "big"), payload])
+            end = [b"", END_SEQ, b""] if self.new_layout else [END_SEQ, b""]
+            self.router.send_multipart([identity, b""] + end)
+
+
+def main():
+    subscriber = sys.argv[1]
+    replay = "--no-replay" not in sys.argv[2:]
+    ctx = zmq.Context()
+    p0 = Publisher(ctx, 0, new_replay_layout=True)
+    p1 = Publisher(ctx, 1, new_replay_layout=False)
+    queries = {"X": (1, 48), "Y": (101, 148), "Z": (201, 232), "W": (301, 348)}
+    cmd = [subscriber, "--worker-id", "7", "--format", "vllm", "--topic", "kv@",
+           "--block-size", str(BLOCK), "--idle-ms", "1500", "--max-seconds", "30"]
+    for p in (p0, p1):
+        cmd += ["--endpoint", f"tcp://127.0.0.1:{p.pub_port}",
+                "--replay", f"tcp://127.0.0.1:{p.replay_port}" if replay else "-"]
+    for name, (a, b) in queries.items():
+        cmd += ["--query", f"{name}={a}-{b}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+    def pump(seconds):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            for p in (p0, p1):
+                p.service()
+            time.sleep(0.005)
+
+    deadline = time.time() + 20
+    while not (p0.subscribed and p1.subscribed):
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            sys.exit("e2e: the subscriber never subscribed")
+        pump(0.05)
+    pump(0.2)
+    steps = [
+        # rank 0: chain X (3 blocks), then chain Y whose first batch is lost live.
+        lambda: p0.publish(batch(0, stored([1001, 1002], 1))),
+        lambda: p0.publish(batch(0, stored([1003], 33, parent=1002))),
+        lambda: p0.publish(batch(0, stored([2001, 2002], 101)), drop=True),
+        lambda: p0.publish(batch(0, stored([2003], 133, parent=2002))),
+        lambda: p0.publish(batch(0, removed([1003]))),
+        # rank 1: X and Z; the removal of X's third block is lost live.
+        lambda: p1.publish(batch(1, stored([3001, 3002, 3003], 1))),
+        lambda: p1.publish(batch(1, stored([4001], 201))),
+        lambda: p1.publish(batch(1, removed([3003])), drop=True),
+        lambda: p1.publish(batch(1, stored([4002], 217, parent=4001))),
+        # rank 1 restarts: its cache is empty; it stores chain W.
+        lambda: p1.restart(),
+        lambda: p1.publish(batch(1, stored([5001, 5002], 301))),
+        lambda: p1.publish(batch(1, stored([5003], 333, parent=5002))),
+    ]
+    for step in steps:
+        step()
+        pump(0.1)
+    out, _ = proc.communicate(timeout=30)
+    if proc.returncode != 0:
+        sys.exit(f"e2e: subscriber exited with {proc.returncode}")
+    summary = json.loads(out.strip().splitlines()[-1])
+    print(json.dumps(summary))
+
+    failures = []
+
+    def expect(what, got, want):
+        if got != want:
+            failures.append(f"{what}: got {got}, want {want}")
+
+    answers = {q["name"]: q["matches"] for q in summary["queries"]}
+    r0, r1 = summary["publishers"]
+    if replay:
+        want_answers = {"X": [[7, 0, 2]],  # rank 0 removed X2; rank 1 restarted (cleared)
+                        "Y": [[7, 0, 3]],  # needs the replayed batch
+                        "Z": [],           # rank 1 restarted
+                        "W": [[7, 1, 3]]}
+        want0 = dict(gaps_detected=1, replayed=2, gaps=0, restarts=0, cleared=0, batches=5,
+                     events_rejected=0, malformed=0)
+        want1 = dict(gaps_detected=1, replayed=2, gaps=0, restarts=1, cleared=1, batches=6,
+                     events_rejected=0, malformed=0)
+    else:
+        # Each gap clears the worker; the next stores then miss their parents (Y2, Z1).
+        want_answers = {"X": [], "Y": [], "Z": [], "W": [[7, 1, 3]]}
+        want0 = dict(gaps_detected=1, replayed=0, gaps=1, missed=1, restarts=0, cleared=1,
+                     batches=4, malformed=0)
+        want1 = dict(gaps_detected=1, replayed=0, gaps=1, missed=1, restarts=1, cleared=2,
+                     batches=5, events_rejected=0, malformed=0)
+    # Pooled indexer: rejections and unknown removals show in the index's own counters.
+    want_index = dict(events_rejected=0 if replay else 2, unknown_removals=0 if replay else 1,
+                      workers=2, worker_blocks=8 if replay else 3)
+    for key, value in want_index.items():
+        expect(f"index {key}", summary["index"][key], value)
+    for name, want in want_answers.items():
+        expect(f"query {name}", answers[name], want)
+    for rank, (got, want) in enumerate([(r0, want0), (r1, want1)]):
+        for key, value in want.items():
+            expect(f"rank {rank} {key}", got[key], value)
+    total = len(want_index) + len(want_answers) + len(want0) + len(want1)
+    if failures:
+        print("\n".join(failures))
+    print(f"e2e: {total - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
