@@ -15,7 +15,20 @@ fn main() {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let major = env::var("CARGO_PKG_VERSION_MAJOR").expect("CARGO_PKG_VERSION_MAJOR");
     set_soname(&major);
+    warn_unless_unwind();
     check_header(&root);
+}
+
+/// The C boundary contains panics with `catch_unwind`, which needs `panic = "unwind"`: with
+/// `abort`, an internal bug would end the caller's process instead of returning
+/// `KVIDX_ERR_PANIC`.
+fn warn_unless_unwind() {
+    if env::var("CARGO_CFG_PANIC").is_ok_and(|strategy| strategy != "unwind") {
+        println!(
+            "cargo:warning=kvidx is built with panic=abort: the C ABI cannot contain panics \
+             (KVIDX_ERR_PANIC); keep panic = \"unwind\" in every profile that builds the libraries"
+        );
+    }
 }
 
 /// Gives the cdylib (only) its SONAME / install name, libkvidx.so.MAJOR.
