@@ -4,8 +4,10 @@ package kvidx
 
 /*
 #cgo !kvidx_static pkg-config: kvidx
-#cgo kvidx_static LDFLAGS: -Wl,-Bstatic -lkvidx -Wl,-Bdynamic -Wl,--as-needed
-#cgo kvidx_static pkg-config: --static kvidx
+#cgo kvidx_static pkg-config: kvidx-static
+// The define changes nothing in the code: it makes the static build's flags differ from the
+// dynamic one's, because the go build cache hashes cgo flags but not pkg-config's output.
+#cgo kvidx_static CFLAGS: -DKVIDX_GO_STATIC=1
 #include <kvidx.h>
 
 // Small shims that return the out-length or the stats by value, so the Go side needs no
