@@ -24,7 +24,7 @@ static int tests_failed;
         unsigned long long a_ = (unsigned long long)(actual);                        \
         unsigned long long e_ = (unsigned long long)(expected);                      \
         if (a_ != e_) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %llu, expected %s == %llu\n", \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s is %llu, expected %s (%llu)\n", \
                     __FILE__, __LINE__, #actual, a_, #expected, e_);                 \
             checks_failed_in_test++;                                                 \
         }                                                                            \
