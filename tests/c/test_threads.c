@@ -56,7 +56,7 @@ static void *reader(void *p) {
     uint64_t q[CHAIN];
     query_of(q, CHAIN, 1);
     kvidx_match out[WORKERS];
-    while (atomic_load(&s->writers_left) > 0) {
+    do { /* at least one query, however the threads are scheduled */
         size_t len = 0;
         kvidx_status st = kvidx_find_matches(s->ix, q, CHAIN, out, WORKERS, &len);
         int bad = st != KVIDX_OK || len > WORKERS;
@@ -72,7 +72,7 @@ static void *reader(void *p) {
         bad |= kvidx_get_stats(s->ix, &stats) != KVIDX_OK || stats.workers > WORKERS;
         if (bad) atomic_fetch_add(&s->bad_answers, 1);
         atomic_fetch_add(&s->queries, 1);
-    }
+    } while (atomic_load(&s->writers_left) > 0);
     return NULL;
 }
 
