@@ -1,4 +1,4 @@
-//! The boundary every exported function goes through: the [`export!`] macro.
+//! The boundary every exported function goes through: the `export!` macro.
 //!
 //! Each `extern "C"` function of this crate has a body that is exactly one `export!`
 //! invocation (a unit test checks the sources), so none can forget to catch panics:
