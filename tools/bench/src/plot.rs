@@ -12,7 +12,7 @@ const COLORS: [&str; 6] = [
 const PANEL_W: f64 = 440.0;
 const PANEL_H: f64 = 300.0;
 const LEFT: f64 = 70.0;
-const TOP: f64 = 40.0;
+const TOP: f64 = 56.0;
 const GAP: f64 = 110.0;
 
 /// A log-scale axis over powers of ten covering `[lo, hi]`.
@@ -91,7 +91,7 @@ impl Panel {
                 r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
                 TOP + PANEL_H,
                 TOP + PANEL_H + 16.0,
-                rate(t)
+                decade(t, &["", "k", "M", "G"])
             );
         }
         for t in self.y.ticks() {
@@ -113,9 +113,9 @@ impl Panel {
             TOP - 14.0,
             self.x0 + PANEL_W / 2.0,
             TOP + PANEL_H + 36.0,
-            self.x0 - 56.0,
+            self.x0 - 58.0,
             TOP + PANEL_H / 2.0,
-            self.x0 - 56.0,
+            self.x0 - 58.0,
             TOP + PANEL_H / 2.0
         );
     }
@@ -188,14 +188,14 @@ pub fn render(reports: &[SubjectReport], title: &str) -> String {
         "throughput (drain included)",
         "offered ops/s",
         "achieved ops/s",
-        rate,
+        |v| decade(v, &["", "k", "M", "G"]),
     );
     lat.frame(
         &mut svg,
         "find_matches service time",
         "offered ops/s",
-        "latency (solid p50, dashed p99)",
-        |v| ns(v as u64),
+        "solid p50, dashed p99",
+        |v| decade(v, &[" ns", " us", " ms", " s"]),
     );
     // Ideal: achieved = offered.
     let (lo, hi) = (thr.x.lo, thr.x.hi);
@@ -226,6 +226,17 @@ pub fn render(reports: &[SubjectReport], title: &str) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// A power of ten with a unit per factor of 1000: `decade(1e4, ["", "k"])` is "10k".
+fn decade(v: f64, units: &[&str]) -> String {
+    let mut v = v;
+    let mut unit = 0;
+    while v >= 999.5 && unit + 1 < units.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    format!("{v:.0}{}", units[unit])
 }
 
 fn escape(s: &str) -> String {
@@ -259,6 +270,9 @@ mod tests {
         assert_eq!((a.lo, a.hi), (100.0, 100_000.0));
         assert_eq!(a.ticks().len(), 4);
         assert!((a.frac(1000.0) - 1.0 / 3.0).abs() < 1e-9);
+        assert_eq!(decade(1e4, &["", "k", "M"]), "10k");
+        assert_eq!(decade(1e6, &[" ns", " us", " ms"]), "1 ms");
+        assert_eq!(decade(100.0, &[" ns", " us"]), "100 ns");
     }
 
     #[test]
