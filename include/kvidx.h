@@ -10,9 +10,9 @@
  *
  * Error protocol: every fallible function returns a kvidx_status; KVIDX_OK (0) is success.
  *   Out-parameters are written only on success, except that KVIDX_ERR_BUFFER_TOO_SMALL writes
- *   the count needed to *out_len and nothing else. NULL never crashes: a required pointer
- *   that is NULL gives KVIDX_ERR_NULL_POINTER, and an array given as (NULL, 0) is a valid
- *   empty array. Integers that encode enums (kind, backend, has_parent) are validated:
+ *   the count needed to *out_len and nothing else. Every pointer argument may be NULL
+ *   (KVIDX_ERR_NULL_POINTER, never a crash); an array given as (NULL, 0) is a valid empty
+ *   array. Integers that encode enums (kind, backend, has_parent) are validated:
  *   an unknown value is KVIDX_ERR_INVALID_ARGUMENT. No function reads past the lengths given.
  *   Panics never cross the boundary: an internal bug returns KVIDX_ERR_PANIC and poisons the
  *   handle, after which every call on it returns KVIDX_ERR_POISONED; free it and make a new one.
@@ -49,6 +49,76 @@
  * The version of the C ABI this library implements; the header defines the same macro.
  */
 #define KVIDX_ABI_VERSION 1
+
+/**
+ * `format` argument: vLLM, every generation (tagged arrays and tagged maps).
+ */
+#define KVIDX_ENGINE_VLLM 0
+
+/**
+ * `format` argument: SGLang (its own array positions; signed hashes).
+ */
+#define KVIDX_ENGINE_SGLANG 1
+
+/**
+ * `format` argument: TensorRT-LLM's vLLM-compatible ZMQ publisher.
+ */
+#define KVIDX_ENGINE_TRTLLM 2
+
+/**
+ * `seq_status`: no sequence was given.
+ */
+#define KVIDX_SEQ_UNTRACKED 0
+
+/**
+ * `seq_status`: the first batch seen from this publisher.
+ */
+#define KVIDX_SEQ_FIRST 1
+
+/**
+ * `seq_status`: the expected next batch.
+ */
+#define KVIDX_SEQ_IN_ORDER 2
+
+/**
+ * `seq_status`: batches `seq_expected ..` were missed (`batches_missed` of them).
+ */
+#define KVIDX_SEQ_GAP 3
+
+/**
+ * `seq_status`: the sequence went backwards (the publisher restarted).
+ */
+#define KVIDX_SEQ_RESTART 4
+
+/**
+ * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
+ */
+#define KVIDX_DP_RANK_FROM_BATCH UINT32_MAX
+
+/**
+ * Feed flag: do not clear the worker after a gap (the caller replays the missing range).
+ */
+#define KVIDX_FEED_NO_CLEAR_ON_GAP 1
+
+/**
+ * Feed flag: do not clear the worker when its publisher restarts.
+ */
+#define KVIDX_FEED_NO_CLEAR_ON_RESTART 2
+
+/**
+ * Feed flag: index every medium (CPU, storage tiers...), not only the GPU cache.
+ */
+#define KVIDX_FEED_ALL_MEDIA 4
+
+/**
+ * Feed flag: index every KV-cache group, not only group 0.
+ */
+#define KVIDX_FEED_ALL_GROUPS 8
+
+/**
+ * Feed flag: index stores whose engine hashes include extra keys by their tokens alone.
+ */
+#define KVIDX_FEED_HASH_TOKENS_ONLY 16
 
 /**
  * The result of every fallible function. Values are never renumbered or reused.
@@ -121,6 +191,11 @@ typedef enum kvidx_event_kind {
      */
     KVIDX_EVENT_CLEARED = 2,
 } kvidx_event_kind;
+
+/**
+ * An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`.
+ */
+typedef struct kvidx_engine_feed kvidx_engine_feed;
 
 /**
  * The opaque handle C callers hold: an indexer plus its poison flag.
@@ -253,6 +328,103 @@ typedef struct kvidx_stats {
      */
     uint64_t worker_blocks;
 } kvidx_stats;
+
+/**
+ * What applying one engine batch did.
+ */
+typedef struct kvidx_engine_batch_result {
+    /**
+     * Engine events in the batch.
+     */
+    uint64_t events_decoded;
+    /**
+     * Index events applied (synchronous mode) or queued (pooled mode).
+     */
+    uint64_t events_submitted;
+    /**
+     * Synchronous mode: submitted STORED events rejected for a missing parent.
+     */
+    uint64_t events_rejected;
+    /**
+     * Engine events with an unknown tag (skipped).
+     */
+    uint64_t skipped_unknown_tag;
+    /**
+     * Engine events filtered out by medium or KV-cache group.
+     */
+    uint64_t skipped_filtered;
+    /**
+     * STORED events whose local hashes cannot be computed (no tokens, token count not
+     * `block_size * blocks`, LoRA id without a name, extra keys in the engine hash).
+     */
+    uint64_t skipped_unhashable;
+    /**
+     * GAP and RESTART: the sequence number that was expected.
+     */
+    uint64_t seq_expected;
+    /**
+     * GAP: how many batches were missed.
+     */
+    uint64_t batches_missed;
+    /**
+     * The dp rank the events were applied to.
+     */
+    uint32_t dp_rank;
+    /**
+     * A `KVIDX_SEQ_*` value.
+     */
+    uint32_t seq_status;
+    /**
+     * 1 if the worker was cleared before the batch (gap or restart reaction), else 0.
+     */
+    uint8_t worker_cleared;
+} kvidx_engine_batch_result;
+
+/**
+ * Counters of an engine feed.
+ */
+typedef struct kvidx_engine_stats {
+    /**
+     * Batches decoded and applied.
+     */
+    uint64_t batches;
+    /**
+     * Batches refused as malformed (nothing applied, sequence not recorded).
+     */
+    uint64_t batches_malformed;
+    /**
+     * Engine events decoded.
+     */
+    uint64_t events_decoded;
+    /**
+     * Index events submitted.
+     */
+    uint64_t events_submitted;
+    /**
+     * Synchronous mode: submitted STORED events the index rejected.
+     */
+    uint64_t events_rejected;
+    /**
+     * Engine events skipped (unknown tag, filtered, unhashable).
+     */
+    uint64_t events_skipped;
+    /**
+     * Sequence gaps seen.
+     */
+    uint64_t gaps;
+    /**
+     * Batches missed, summed over gaps.
+     */
+    uint64_t batches_missed;
+    /**
+     * Publisher restarts seen.
+     */
+    uint64_t restarts;
+    /**
+     * Workers cleared as a reaction to a gap or restart.
+     */
+    uint64_t workers_cleared;
+} kvidx_engine_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -439,6 +611,90 @@ const char *kvidx_version(void);
  * Returns the ABI version of the library: 1. Compare it with the header's `KVIDX_ABI_VERSION`.
  */
 uint32_t kvidx_abi_version(void);
+
+/**
+ * Decodes one engine payload (the third frame of the engine's ZMQ message) completely, then
+ * applies its events to `(worker_id, dp_rank)`; `dp_rank == KVIDX_DP_RANK_FROM_BATCH` takes
+ * the envelope's rank. Only the GPU medium and KV-cache group 0 are indexed; local hashes
+ * come from the published tokens (see docs/engine-events.md). No sequence tracking: use a
+ * feed (`kvidx_engine_feed_apply`) for that.
+ *
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or a malformed payload
+ * (nothing is applied), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`, or NULL
+ * `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
+ * in `out->events_rejected` and the call still returns `KVIDX_OK`.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `payload` is readable for `len` bytes; `out` is NULL or
+ * writable.
+ */
+enum kvidx_status kvidx_apply_engine_batch(struct kvidx_indexer *indexer,
+                                           uint32_t format,
+                                           uint64_t worker_id,
+                                           uint32_t dp_rank,
+                                           const uint8_t *payload,
+                                           size_t len,
+                                           struct kvidx_engine_batch_result *out);
+
+/**
+ * Creates an engine feed for one wire format. `flags` is 0 (the recommended reaction without
+ * a replay socket: clear the worker on gaps and on restarts; GPU medium and group 0 only;
+ * stores with extra keys skipped) or a bitwise OR of the `KVIDX_FEED_*` flags.
+ *
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit,
+ * `KVIDX_ERR_NULL_POINTER` for a NULL `out`. Release the feed with `kvidx_engine_feed_free`.
+ *
+ * # Safety
+ * `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_new(uint32_t format,
+                                        uint32_t flags,
+                                        struct kvidx_engine_feed **out);
+
+/**
+ * Releases a feed. NULL is a no-op. Must not overlap any other call on the same feed.
+ *
+ * # Safety
+ * `feed` is NULL or a feed from `kvidx_engine_feed_new` not freed yet.
+ */
+void kvidx_engine_feed_free(struct kvidx_engine_feed *feed);
+
+/**
+ * Like `kvidx_apply_engine_batch`, through a feed that tracks the publisher's batch sequence:
+ * `seq_frame` is the second ZMQ frame (exactly 8 bytes, big-endian), or `(NULL, 0)` for no
+ * tracking. After a gap or a restart the worker is cleared first (unless the feed's flags say
+ * otherwise); `out->seq_status` tells which. A malformed payload applies nothing and leaves
+ * the tracked sequence unchanged, so the next batch reports a gap.
+ *
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for a malformed payload or a `seq_frame` that is not
+ * 8 bytes; `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED`
+ * if an earlier call on this feed panicked. Calls on one feed are serialised.
+ *
+ * # Safety
+ * `feed` and `indexer` are NULL or live handles; `seq_frame` is readable for `seq_len`
+ * bytes, `payload` for `len` bytes; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_apply(struct kvidx_engine_feed *feed,
+                                          struct kvidx_indexer *indexer,
+                                          uint64_t worker_id,
+                                          uint32_t dp_rank,
+                                          const uint8_t *seq_frame,
+                                          size_t seq_len,
+                                          const uint8_t *payload,
+                                          size_t len,
+                                          struct kvidx_engine_batch_result *out);
+
+/**
+ * Copies a feed's counters to `*out`.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
+ * earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_stats(const struct kvidx_engine_feed *feed,
+                                          struct kvidx_engine_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -26,6 +26,8 @@ mod hashing;
 
 mod info;
 
+mod engine;
+
 mod args;
 mod convert;
 
