@@ -10,9 +10,9 @@
  *
  * Error protocol: every fallible function returns a kvidx_status; KVIDX_OK (0) is success.
  *   Out-parameters are written only on success, except that KVIDX_ERR_BUFFER_TOO_SMALL writes
- *   the count needed to *out_len and nothing else. Every pointer argument may be NULL
- *   (KVIDX_ERR_NULL_POINTER, never a crash); an array given as (NULL, 0) is a valid empty
- *   array. Integers that encode enums (kind, backend, has_parent) are validated:
+ *   the count needed to *out_len and nothing else. NULL never crashes: a required pointer
+ *   that is NULL gives KVIDX_ERR_NULL_POINTER, and an array given as (NULL, 0) is a valid
+ *   empty array. Integers that encode enums (kind, backend, has_parent) are validated:
  *   an unknown value is KVIDX_ERR_INVALID_ARGUMENT. No function reads past the lengths given.
  *   Panics never cross the boundary: an internal bug returns KVIDX_ERR_PANIC and poisons the
  *   handle, after which every call on it returns KVIDX_ERR_POISONED; free it and make a new one.
