@@ -37,6 +37,64 @@ test -x "$fuzz_bin"
     grep -E '^test |test result|panicked'
 )
 
+echo "== engine: C ABI (kvidx_apply_engine_batch, kvidx_engine_feed_*) from C"
+cargo build -q --lib
+cat >"$tmp/engine_abi.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include "kvidx.h"
+
+static int failed = 0, passed = 0;
+#define CHECK(cond) do { if (cond) passed++; else { failed++; \
+  fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  static unsigned char buf[65536];
+  *len = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  size_t len = 0;
+  const unsigned char *payload = argc > 1 ? slurp(argv[1], &len) : NULL;
+  CHECK(payload != NULL && len > 0);
+  kvidx_config config = kvidx_config_default();
+  config.event_threads = 0;
+  kvidx_indexer *ix = NULL;
+  CHECK(kvidx_new(&config, &ix) == KVIDX_OK);
+  kvidx_engine_batch_result r;
+  CHECK(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, KVIDX_DP_RANK_FROM_BATCH, payload,
+                                 len, &r) == KVIDX_OK);
+  CHECK(r.events_decoded == 3 && r.events_submitted == 3 && r.dp_rank == 0);
+  CHECK(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, payload, len - 1, &r) ==
+        KVIDX_ERR_INVALID_ARGUMENT);
+  kvidx_engine_feed *feed = NULL;
+  CHECK(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, KVIDX_FEED_NO_CLEAR_ON_GAP, &feed) == KVIDX_OK);
+  const unsigned char seq0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, seq9[8] = {0, 0, 0, 0, 0, 0, 0, 9};
+  CHECK(kvidx_engine_feed_apply(feed, ix, 2, 0, seq0, 8, payload, len, &r) == KVIDX_OK);
+  CHECK(r.seq_status == KVIDX_SEQ_FIRST);
+  CHECK(kvidx_engine_feed_apply(feed, ix, 2, 0, seq9, 8, payload, len, &r) == KVIDX_OK);
+  CHECK(r.seq_status == KVIDX_SEQ_GAP && r.seq_expected == 1 && r.batches_missed == 8);
+  CHECK(r.worker_cleared == 0);
+  kvidx_engine_stats st;
+  CHECK(kvidx_engine_feed_stats(feed, &st) == KVIDX_OK);
+  CHECK(st.batches == 2 && st.gaps == 1 && st.batches_missed == 8);
+  kvidx_stats s;
+  CHECK(kvidx_get_stats(ix, &s) == KVIDX_OK && s.workers == 2 && s.events_applied == 9);
+  kvidx_engine_feed_free(feed);
+  kvidx_free(ix);
+  printf("c-abi engine: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
+C
+cc -std=c11 -Wall -Wextra -Werror -Iinclude "$tmp/engine_abi.c" -L"$target/debug" -lkvidx \
+  -o "$tmp/engine_abi"
+ln -s "$target/debug/libkvidx.so" "$tmp/libkvidx.so.0" # the SONAME the linker recorded
+LD_LIBRARY_PATH="$tmp" "$tmp/engine_abi" tests/fixtures/engine/vllm_annotated_0_33.msgpack
+
 echo "== engine: zmq subscriber example (build, clippy, fmt)"
 manifest=examples/zmq-subscriber/Cargo.toml
 cargo fmt --manifest-path "$manifest" -- --check
