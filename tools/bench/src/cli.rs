@@ -42,6 +42,9 @@ pub struct EngineArgs {
     /// Mooncake-format trace (JSON lines); default: the shipped data/sample_trace.jsonl.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Use only the first N requests of the trace (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: usize,
     /// Workers in the fleet.
     #[arg(long, default_value_t = 16)]
     pub workers: usize,

@@ -12,7 +12,8 @@ use crate::{plot, report};
 
 /// The shipped sample trace, found relative to this crate's source.
 pub fn sample_trace_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sample_trace.jsonl")
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sample_trace.jsonl");
+    path.canonicalize().unwrap_or(path)
 }
 
 fn out_dir(opts: &ReplayOpts) -> Result<PathBuf, String> {
@@ -28,12 +29,15 @@ fn out_dir(opts: &ReplayOpts) -> Result<PathBuf, String> {
         }
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Ok(dir)
+    Ok(dir.canonicalize().unwrap_or(dir))
 }
 
 fn load_trace(engine: &EngineArgs) -> Result<(PathBuf, Vec<Request>), String> {
     let path = engine.trace.clone().unwrap_or_else(sample_trace_path);
-    let trace = read_trace(&path)?;
+    let mut trace = read_trace(&path)?;
+    if engine.limit > 0 {
+        trace.truncate(engine.limit);
+    }
     Ok((path, trace))
 }
 
