@@ -5,7 +5,7 @@
 use crate::hashing::{hash_tokens_with_seed, lora_seed, HASH_SEED};
 use crate::model::{Block, Event, Worker};
 
-use super::types::{BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
+use super::types::{BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
 
 /// Which `medium` values are indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,28 +109,19 @@ pub fn to_events(
                     out.skipped.unhashable += 1;
                 }
             }
-            EngineEvent::BlockRemoved(removed) => removed_event(removed, options, &mut out)
-                .map_or((), |hashes| {
-                    out.events.push(Event::removed(worker, event_id, hashes))
-                }),
+            EngineEvent::BlockRemoved(removed) => {
+                if selected(removed.medium.as_ref(), removed.group_idx, options) {
+                    let hashes = removed.block_hashes.clone();
+                    out.events.push(Event::removed(worker, event_id, hashes));
+                } else {
+                    out.skipped.filtered += 1;
+                }
+            }
             EngineEvent::AllBlocksCleared => out.events.push(Event::cleared(worker, event_id)),
             EngineEvent::Unknown { .. } => out.skipped.unknown_tag += 1,
         }
     }
     out
-}
-
-fn removed_event(
-    removed: &BlockRemoved,
-    options: &ApplyOptions,
-    out: &mut Conversion,
-) -> Option<Vec<u64>> {
-    if selected(removed.medium.as_ref(), removed.group_idx, options) {
-        Some(removed.block_hashes.clone())
-    } else {
-        out.skipped.filtered += 1;
-        None
-    }
 }
 
 fn selected(medium: Option<&Medium>, group: Option<u32>, options: &ApplyOptions) -> bool {

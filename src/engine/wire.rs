@@ -137,3 +137,57 @@ pub(crate) fn opt<T>(
         .map(|value| read(value, At { event, field }))
         .transpose()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(bytes: &[u8]) -> ValueRef<'_> {
+        rmpv::decode::read_value_ref(&mut &bytes[..]).unwrap()
+    }
+
+    #[test]
+    fn hashes_fold_to_u64() {
+        // uint64 max, int64 -1, positive fixint.
+        let max = [0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(fold_hash(&value(&max)), Some(u64::MAX));
+        assert_eq!(fold_hash(&value(&[0xff])), Some(u64::MAX));
+        let neg = [0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(fold_hash(&value(&neg)), Some(1 << 63));
+        assert_eq!(fold_hash(&value(&[0x07])), Some(7));
+        // bin: last 8 bytes big-endian; shorter digests zero-extended; empty is 0.
+        let mut digest = vec![0xc4, 32];
+        digest.extend(0..32u8);
+        let want = u64::from_be_bytes([24, 25, 26, 27, 28, 29, 30, 31]);
+        assert_eq!(fold_hash(&value(&digest)), Some(want));
+        assert_eq!(fold_hash(&value(&[0xc4, 2, 1, 2])), Some(0x0102));
+        assert_eq!(fold_hash(&value(&[0xc4, 0])), Some(0));
+        // Not a hash: float, string, nil.
+        assert_eq!(fold_hash(&value(&[0xcb, 0, 0, 0, 0, 0, 0, 0, 0])), None);
+        assert_eq!(fold_hash(&value(&[0xa1, b'x'])), None);
+        assert_eq!(fold_hash(&value(&[0xc0])), None);
+    }
+
+    #[test]
+    fn map_and_array_fields_treat_nil_as_absent() {
+        let map = value(&[0x82, 0xa1, b'a', 0xc0, 0xa1, b'b', 0x05]);
+        let ValueRef::Map(entries) = &map else {
+            panic!("a map")
+        };
+        let fields = Fields::Map(entries);
+        assert!(fields.get("a").is_none());
+        assert!(matches!(fields.get("b"), Some(ValueRef::Integer(_))));
+        assert!(fields.get("c").is_none());
+        let array = value(&[0x93, 0xa1, b't', 0xc0, 0x09]);
+        let ValueRef::Array(items) = &array else {
+            panic!("an array")
+        };
+        let fields = Fields::Array {
+            items,
+            layout: &["x", "y", "z"],
+        };
+        assert!(fields.get("x").is_none());
+        assert!(matches!(fields.get("y"), Some(ValueRef::Integer(_))));
+        assert!(fields.get("z").is_none(), "shorter arrays: missing = None");
+    }
+}
