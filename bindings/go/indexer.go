@@ -3,6 +3,7 @@ package kvidx
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -29,8 +30,17 @@ func New(cfg Config) (*Indexer, error) {
 		return nil, err
 	}
 	ix := &Indexer{h: h}
-	ix.cleanup = runtime.AddCleanup(ix, libFree, h)
+	ix.cleanup = runtime.AddCleanup(ix, freeHandle, h)
 	return ix, nil
+}
+
+// handlesFreed counts freed handles (by Close or by the cleanup), for tests.
+var handlesFreed atomic.Uint64
+
+// freeHandle frees a library handle.
+func freeHandle(h handle) {
+	libFree(h)
+	handlesFreed.Add(1)
 }
 
 // Close frees the indexer: queued events are applied, the event threads are joined. It waits
@@ -42,7 +52,7 @@ func (ix *Indexer) Close() error {
 		return nil
 	}
 	ix.cleanup.Stop()
-	libFree(ix.h)
+	freeHandle(ix.h)
 	ix.h = nilHandle
 	return nil
 }

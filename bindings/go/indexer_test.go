@@ -2,8 +2,10 @@ package kvidx
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStoreAndFindOrdersByDepthThenWorker(t *testing.T) {
@@ -165,6 +167,26 @@ func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
 	wantErr(t, ix.Flush(), ErrClosed)
 	_, err = ix.Stats()
 	wantErr(t, err, ErrClosed)
+}
+
+// An indexer dropped without Close is freed by its cleanup (after queued events are applied).
+func TestUnreachableIndexerIsFreed(t *testing.T) {
+	before := handlesFreed.Load()
+	func() {
+		ix, err := New(Config{EventThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, ix, StoredEvent(1, 0, 0, chain([]uint64{1}, 100)))
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for handlesFreed.Load() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the dropped indexer was never freed")
+		}
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func TestPanicIsCaughtAndPoisonsTheIndexer(t *testing.T) {
