@@ -104,7 +104,7 @@ def main():
     p1 = Publisher(ctx, 1, new_replay_layout=False)
     queries = {"X": (1, 48), "Y": (101, 148), "Z": (201, 232), "W": (301, 348)}
     cmd = [subscriber, "--worker-id", "7", "--format", "vllm", "--topic", "kv@",
-           "--block-size", str(BLOCK), "--idle-ms", "1500", "--max-seconds", "30"]
+           "--block-size", str(BLOCK), "--idle-ms", "3000", "--max-seconds", "30"]
     for p in (p0, p1):
         cmd += ["--endpoint", f"tcp://127.0.0.1:{p.pub_port}",
                 "--replay", f"tcp://127.0.0.1:{p.replay_port}" if replay else "-"]
