@@ -31,7 +31,7 @@ void usage() {
   std::fputs(
       "usage: cpp-scheduler WORKLOAD.jsonl [options]\n"
       "  --backend positional|radix   index backend (default: the library's)\n"
-      "  --event-threads N            0 = apply events synchronously (default: 1)\n"
+      "  --event-threads N            0 = writers apply events synchronously (default 0)\n"
       "  --writers N                  threads applying events (default 2)\n"
       "  --readers N                  threads routing matches (default 2)\n"
       "  --window N                   lines a match/event may overtake the other kind (default 0)\n"
@@ -50,7 +50,7 @@ bool parse_uint(const char* s, unsigned long long max, unsigned long long& out) 
 }
 
 bool parse_args(int argc, char** argv, Args& a) {
-  a.config.event_threads = 1;
+  a.config.event_threads = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto next = [&](const char*& v) {
