@@ -10,6 +10,7 @@ mod progress;
 mod replay;
 mod report;
 mod rng;
+mod router;
 mod rss;
 mod sim;
 mod target;
