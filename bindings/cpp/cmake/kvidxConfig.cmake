@@ -11,8 +11,6 @@
 # kvidx.hpp (the C++ wrapper) needs C++17: consumers set CMAKE_CXX_STANDARD 17 or
 # target_compile_features(<target> PRIVATE cxx_std_17).
 
-cmake_minimum_required(VERSION 3.14)
-
 get_filename_component(kvidx_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
 set(kvidx_INCLUDE_DIR "${kvidx_PREFIX}/include")
 set(_kvidx_libdir "${kvidx_PREFIX}/lib")
