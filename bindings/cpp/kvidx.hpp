@@ -354,7 +354,9 @@ class Indexer {
 
   /// Takes ownership of a handle from kvidx_new (or null).
   explicit Indexer(kvidx_indexer* owned) noexcept : handle_(owned) {}
+  /// Not copyable: one owner per handle.
   Indexer(const Indexer&) = delete;
+  /// Not copyable: one owner per handle.
   Indexer& operator=(const Indexer&) = delete;
   /// Moves the handle; `other` is left empty.
   Indexer(Indexer&&) noexcept = default;
