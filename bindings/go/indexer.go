@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Indexer is a handle on one library index. Every method may be called from any number of
@@ -66,7 +65,7 @@ func (ix *Indexer) ApplyEvent(ev Event) error {
 	if ix.h == nilHandle {
 		return closedError("ApplyEvent")
 	}
-	b := newBatch(unsafe.Slice(&ev, 1))
+	b := newBatch([]Event{ev})
 	st := libApplyEvent(ix.h, b.first())
 	b.release()
 	return check("ApplyEvent", st)
@@ -155,7 +154,7 @@ func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, 
 			return dst[:len(dst)+n], nil
 		case StatusBufferTooSmall:
 			// n is the count needed now; events applied meanwhile may change it, so retry.
-			dst = growMatches(dst, n)
+			dst = growMatches(dst, max(n, 8))
 		default:
 			return dst, check("FindMatches", st)
 		}

@@ -45,7 +45,7 @@ type lenCell struct{ n uintptr }
 var lenPool = sync.Pool{New: func() any { return new(lenCell) }}
 
 var loadOnce = sync.OnceValue(func() error {
-	if err := openLibrary(); err != nil {
+	if err := openLibrary(libraryCandidates()); err != nil {
 		return fmt.Errorf("%w: %v", ErrLibraryUnavailable, err)
 	}
 	return nil
@@ -65,10 +65,11 @@ func libraryCandidates() []string {
 	return []string{"libkvidx.so.0", "libkvidx.so"}
 }
 
-func openLibrary() (err error) {
+// openLibrary loads the first candidate that opens and resolves every symbol into lib.
+func openLibrary(candidates []string) (err error) {
 	var h uintptr
 	var errs []error
-	for _, p := range libraryCandidates() {
+	for _, p := range candidates {
 		if h, err = purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL); err == nil {
 			break
 		}
