@@ -201,6 +201,18 @@ fn replay_and_report(
             "one child process per index (memory = its own RSS delta, peak = its own VmHWM)"
         }
     );
+    if let Some(a) = crate::agree::check(ops, &opts.subjects) {
+        let parts: Vec<String> = a
+            .differ
+            .iter()
+            .map(|(name, n)| format!("{name} {n}/{}", a.queries))
+            .collect();
+        println!(
+            "answers that differ from {} (untimed, in order): {}",
+            a.against,
+            parts.join(", ")
+        );
+    }
     let threads = Threads {
         events: opts.event_threads,
         queries: opts.query_threads,

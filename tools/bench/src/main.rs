@@ -1,5 +1,6 @@
 //! `kvidx-bench`: trace replay for kvidx. See `docs/bench.md`.
 
+mod agree;
 mod baseline;
 mod chain;
 mod cli;
