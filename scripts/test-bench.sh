@@ -33,6 +33,8 @@ grep -Eq '^nested-map ' "$tmp/replay.txt" || fail "no baseline row"
 # The exact backends must hold the same (worker, block) pairs.
 held=$(grep -E '^(positional|radix) .* [0-9]+/[0-9]+$' "$tmp/replay.txt" | awk '{print $(NF-3)}' | sort -u | wc -l)
 [ "$held" -eq 1 ] || fail "positional and radix disagree on blocks held"
+grep -Eq '^answers that differ from positional .*radix 0/[0-9]+' "$tmp/replay.txt" \
+  || fail "radix answers differ from positional"
 ok "replay in child processes: exact backends agree and saw a valid stream"
 head -c 4 "$tmp/out/replay.svg" | grep -q '<svg' || fail "no plot"
 [ "$(grep -o '<polyline' "$tmp/out/replay.svg" | wc -l)" -eq 10 ] || fail "plot lacks series"
