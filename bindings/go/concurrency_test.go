@@ -11,16 +11,18 @@ import (
 // answers must always be well formed, and the final state exact.
 func TestConcurrentWritersAndReaders(t *testing.T) {
 	forEachConfig(t, func(t *testing.T, ix *Indexer, _ Config) {
-		const workers, length, readers = 8, 64, 8
+		const workers, length, readers, minQueries = 8, 64, 8, 50
 		locals := make([]uint64, length)
 		for i := range locals {
 			locals[i] = uint64(1000 + i)
 		}
 		var wg sync.WaitGroup
 		var stop atomic.Bool
+		start := make(chan struct{}) // released once every goroutine exists, so they overlap
 		errs := make(chan error, workers+readers)
 		for w := range uint64(workers) {
 			wg.Go(func() {
+				<-start
 				// Store the chain in steps of 4 blocks, each continuing the previous step.
 				for i := 0; i < length; i += 4 {
 					ev := StoredEvent(w, 0, uint64(i), chain(locals[i:i+4], uint64(i)))
@@ -39,7 +41,9 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 		for range readers {
 			readersWG.Go(func() {
 				dst := make([]Match, 0, workers)
-				for !stop.Load() {
+				<-start
+				// At least minQueries each, then until the writers are done.
+				for n := 0; n < minQueries || !stop.Load(); n++ {
 					var err error
 					dst, err = ix.FindMatchesInto(locals, dst[:0])
 					if err != nil {
@@ -57,6 +61,7 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 				}
 			})
 		}
+		close(start)
 		wg.Wait()
 		mustFlush(t, ix)
 		stop.Store(true)
@@ -73,8 +78,8 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 		if s := mustStats(t, ix); s.EventsApplied != workers*length/4 || s.WorkerBlocks != workers*length {
 			t.Fatalf("stats %+v", s)
 		}
-		if queries.Load() == 0 {
-			t.Fatal("readers never ran")
+		if q := queries.Load(); q < readers*minQueries {
+			t.Fatalf("readers ran %d queries, want at least %d", q, readers*minQueries)
 		}
 	})
 }
