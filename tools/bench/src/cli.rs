@@ -86,6 +86,9 @@ pub struct ReplayOpts {
     /// Extra open-loop offered rates in ops/s, the same for every index.
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
+    /// Closed-loop runs per index; the median by throughput is reported.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
     /// Measure every index in this process (memory then is an RSS delta in a shared heap)
     /// instead of one child process per index.
     #[arg(long)]
@@ -155,4 +158,7 @@ pub struct MeasureArgs {
     /// Open-loop absolute rates.
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
+    /// Closed-loop runs.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::cli::{EngineArgs, GenerateArgs, MainArgs, MeasureArgs, ReplayArgs, ReplayOpts};
-use crate::replay::{self, SubjectReport, Threads};
+use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::sim::{simulate, Policy, SimConfig, SimOutput};
 use crate::trace::{read_trace, Request};
 use crate::workload::{read_workload, write_workload, Counts, TimedOp};
@@ -131,7 +131,12 @@ pub fn measure(args: &MeasureArgs) -> Result<(), String> {
         events: args.event_threads,
         queries: args.query_threads,
     };
-    let r = replay::measure(&ops, args.subject, threads, &args.fractions, &args.rates);
+    let plan = Plan {
+        fractions: args.fractions.clone(),
+        rates: args.rates.clone(),
+        repeat: args.repeat,
+    };
+    let r = replay::measure(&ops, args.subject, threads, &plan);
     println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     Ok(())
 }
@@ -158,7 +163,8 @@ fn measure_in_child(
         .arg(workload)
         .args(["--subject", subject.name()])
         .args(["--event-threads", &opts.event_threads.to_string()])
-        .args(["--query-threads", &opts.query_threads.to_string()]);
+        .args(["--query-threads", &opts.query_threads.to_string()])
+        .args(["--repeat", &opts.repeat.to_string()]);
     if !opts.fractions.is_empty() {
         cmd.args(["--fractions", &join(&opts.fractions)]);
     }
@@ -220,7 +226,12 @@ fn replay_and_report(
     let mut reports = Vec::new();
     for &subject in &opts.subjects {
         let r = if opts.in_process {
-            replay::measure(ops, subject, threads, &opts.fractions, &opts.rates)
+            let plan = Plan {
+                fractions: opts.fractions.clone(),
+                rates: opts.rates.clone(),
+                repeat: opts.repeat,
+            };
+            replay::measure(ops, subject, threads, &plan)
         } else {
             measure_in_child(workload, opts, subject)?
         };

@@ -230,21 +230,31 @@ pub struct SubjectReport {
     pub open: Vec<RunResult>,
 }
 
-/// Measures one index: memory pass, closed loop, then open loop at each given fraction of
-/// its own closed-loop rate and at each absolute rate.
-pub fn measure(
-    ops: &[TimedOp],
-    subject: Subject,
-    threads: Threads,
-    fractions: &[f64],
-    rates: &[f64],
-) -> SubjectReport {
+/// What to run for each index besides the memory pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Open-loop offered rates as fractions of the index's closed-loop rate.
+    pub fractions: Vec<f64>,
+    /// Open-loop offered rates in ops/s.
+    pub rates: Vec<f64>,
+    /// Closed-loop runs; the median by throughput is reported.
+    pub repeat: usize,
+}
+
+/// Measures one index: memory pass, closed loop (`plan.repeat` times, keeping the median
+/// run), then open loop at each fraction of that closed-loop rate and at each absolute rate.
+pub fn measure(ops: &[TimedOp], subject: Subject, threads: Threads, plan: &Plan) -> SubjectReport {
     let memory = measure_memory(ops, subject, threads);
-    let closed = run(ops, subject, threads, Load::Closed);
-    let mut offered: Vec<f64> = fractions
+    let mut closed: Vec<RunResult> = (0..plan.repeat.max(1))
+        .map(|_| run(ops, subject, threads, Load::Closed))
+        .collect();
+    closed.sort_by(|a, b| a.ops_per_s().total_cmp(&b.ops_per_s()));
+    let closed = closed[closed.len() / 2];
+    let mut offered: Vec<f64> = plan
+        .fractions
         .iter()
         .map(|f| f * closed.ops_per_s())
-        .chain(rates.iter().copied())
+        .chain(plan.rates.iter().copied())
         .filter(|r| *r > 0.0 && r.is_finite())
         .collect();
     offered.sort_by(f64::total_cmp);
