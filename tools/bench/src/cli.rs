@@ -162,3 +162,38 @@ pub struct MeasureArgs {
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_consistent_and_parses_the_full_run() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "kvidx-bench",
+            "--trace",
+            "t.jsonl",
+            "--workers",
+            "256",
+            "--blocks-per-worker",
+            "4096",
+            "--length-factor",
+            "4",
+            "--subjects",
+            "positional,baseline",
+        ])
+        .unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.main.engine.workers, 256);
+        assert_eq!(
+            cli.main.replay.subjects,
+            vec![Subject::Positional, Subject::Baseline]
+        );
+        assert_eq!(cli.main.policy, Policy::KvCost);
+        let cli = Cli::try_parse_from(["kvidx-bench", "replay", "--workload", "w"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Replay(_))));
+        assert!(Cli::try_parse_from(["kvidx-bench", "--workers", "x"]).is_err());
+    }
+}

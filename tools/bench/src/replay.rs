@@ -270,3 +270,77 @@ pub fn measure(ops: &[TimedOp], subject: Subject, threads: Threads, plan: &Plan)
         open,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvidx::{Block, Worker};
+
+    /// Two workers storing chains, one eviction each, and a query after each event.
+    fn tiny() -> Vec<TimedOp> {
+        let mut ops = Vec::new();
+        for w in 0..2u64 {
+            let worker = Worker::new(w, 0);
+            let blocks = vec![
+                Block::new(1, 11),
+                Block::new(2, 12),
+                Block::new(3 + w, 13 + w),
+            ];
+            ops.push(Op::Event(Event::stored(worker, 0, None, blocks)));
+            ops.push(Op::Match(vec![1, 2, 3]));
+            ops.push(Op::Event(Event::removed(worker, 1, vec![13 + w])));
+            ops.push(Op::Match(vec![1, 2, 3]));
+        }
+        ops.into_iter().map(|op| TimedOp { t: 0, op }).collect()
+    }
+
+    const ONE_EACH: Threads = Threads {
+        events: 1,
+        queries: 1,
+    };
+
+    #[test]
+    fn closed_loop_counts_every_operation_and_query() {
+        for subject in [Subject::Positional, Subject::Radix, Subject::Baseline] {
+            let r = run(&tiny(), subject, ONE_EACH, Load::Closed);
+            assert_eq!(
+                (r.ops, r.block_ops, r.queries),
+                (8, 8, 4),
+                "{}",
+                subject.name()
+            );
+            assert!(r.seconds > 0.0 && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns);
+        }
+    }
+
+    #[test]
+    fn open_loop_keeps_the_offered_pace() {
+        // 8 operations at 200/s: the last is issued 35 ms after the first.
+        let r = run(&tiny(), Subject::Radix, ONE_EACH, Load::Open(200.0));
+        assert!(r.seconds >= 0.035, "took {} s", r.seconds);
+        assert_eq!(r.offered, Some(200.0));
+    }
+
+    #[test]
+    fn memory_pass_sees_the_final_state() {
+        let m = measure_memory(&tiny(), Subject::Positional, ONE_EACH);
+        assert_eq!((m.worker_blocks, m.rejected, m.unknown_removals), (4, 0, 0));
+        let report = measure(
+            &tiny(),
+            Subject::Baseline,
+            Threads {
+                events: 2,
+                queries: 2,
+            },
+            &Plan {
+                fractions: vec![0.5],
+                rates: vec![1000.0],
+                repeat: 3,
+            },
+        );
+        assert_eq!(report.memory.worker_blocks, 4);
+        assert_eq!(report.open.len(), 2);
+        assert!(report.open[0].offered <= report.open[1].offered);
+        assert!(report.peak_rss > 0);
+    }
+}
