@@ -158,6 +158,12 @@ typedef enum kvidx_status {
      * A panic happened earlier on this handle; the only valid call left is `kvidx_free`.
      */
     KVIDX_ERR_POISONED = 7,
+    /**
+     * Engine ingestion only: the payload is not a valid engine event batch of the given
+     * format (not msgpack, truncated, trailing bytes, a bad envelope, event or field type);
+     * nothing was applied.
+     */
+    KVIDX_ERR_MALFORMED = 8,
 } kvidx_status;
 
 /**
@@ -619,9 +625,11 @@ uint32_t kvidx_abi_version(void);
  * come from the published tokens (see docs/engine-events.md). No sequence tracking: use a
  * feed (`kvidx_engine_feed_apply`) for that.
  *
- * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or a malformed payload
- * (nothing is applied), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`, or NULL
- * `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
+ * Returns `KVIDX_ERR_MALFORMED` when the bytes are not a valid batch of `format` (not
+ * msgpack, truncated, trailing bytes, a bad envelope, event or field type; also an empty
+ * payload): nothing is applied. Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format`
+ * (checked before the payload is read), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`,
+ * or NULL `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
  * in `out->events_rejected` and the call still returns `KVIDX_OK`.
  *
  * # Safety
@@ -666,9 +674,11 @@ void kvidx_engine_feed_free(struct kvidx_engine_feed *feed);
  * otherwise); `out->seq_status` tells which. A malformed payload applies nothing and leaves
  * the tracked sequence unchanged, so the next batch reports a gap.
  *
- * Returns `KVIDX_ERR_INVALID_ARGUMENT` for a malformed payload or a `seq_frame` that is not
- * 8 bytes; `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED`
- * if an earlier call on this feed panicked. Calls on one feed are serialised.
+ * Returns `KVIDX_ERR_MALFORMED` for a payload that is not a valid batch of the feed's format
+ * (counted in `batches_malformed`); `KVIDX_ERR_INVALID_ARGUMENT` for a `seq_frame` that is
+ * not 8 bytes (checked before the payload is read; counted nowhere);
+ * `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED` if an
+ * earlier call on this feed panicked. Calls on one feed are serialised.
  *
  * # Safety
  * `feed` and `indexer` are NULL or live handles; `seq_frame` is readable for `seq_len`

@@ -42,6 +42,7 @@ cargo build -q --lib
 cat >"$tmp/engine_abi.c" <<'C'
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "kvidx.h"
 
 static int failed = 0, passed = 0;
@@ -69,8 +70,14 @@ int main(int argc, char **argv) {
   CHECK(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, KVIDX_DP_RANK_FROM_BATCH, payload,
                                  len, &r) == KVIDX_OK);
   CHECK(r.events_decoded == 3 && r.events_submitted == 3 && r.dp_rank == 0);
+  kvidx_stats before, after;
+  CHECK(kvidx_get_stats(ix, &before) == KVIDX_OK);
   CHECK(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, payload, len - 1, &r) ==
-        KVIDX_ERR_INVALID_ARGUMENT);
+        KVIDX_ERR_MALFORMED); /* truncated: not a batch */
+  CHECK(kvidx_apply_engine_batch(ix, 7, 1, 0, payload, len, &r) == KVIDX_ERR_INVALID_ARGUMENT);
+  CHECK(kvidx_get_stats(ix, &after) == KVIDX_OK);
+  CHECK(after.events_applied == before.events_applied && after.workers == before.workers &&
+        after.worker_blocks == before.worker_blocks); /* refused calls apply nothing */
   kvidx_engine_feed *feed = NULL;
   CHECK(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, KVIDX_FEED_NO_CLEAR_ON_GAP, &feed) == KVIDX_OK);
   const unsigned char seq0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, seq9[8] = {0, 0, 0, 0, 0, 0, 0, 9};
@@ -79,13 +86,18 @@ int main(int argc, char **argv) {
   CHECK(kvidx_engine_feed_apply(feed, ix, 2, 0, seq9, 8, payload, len, &r) == KVIDX_OK);
   CHECK(r.seq_status == KVIDX_SEQ_GAP && r.seq_expected == 1 && r.batches_missed == 8);
   CHECK(r.worker_cleared == 0);
+  CHECK(kvidx_engine_feed_apply(feed, ix, 2, 0, seq9, 7, payload, len, &r) ==
+        KVIDX_ERR_INVALID_ARGUMENT); /* a sequence frame is 8 bytes */
+  CHECK(kvidx_engine_feed_apply(feed, ix, 2, 0, seq9, 8, payload, len - 1, &r) ==
+        KVIDX_ERR_MALFORMED);
   kvidx_engine_stats st;
   CHECK(kvidx_engine_feed_stats(feed, &st) == KVIDX_OK);
-  CHECK(st.batches == 2 && st.gaps == 1 && st.batches_missed == 8);
+  CHECK(st.batches == 2 && st.gaps == 1 && st.batches_missed == 8 && st.batches_malformed == 1);
   kvidx_stats s;
   CHECK(kvidx_get_stats(ix, &s) == KVIDX_OK && s.workers == 2 && s.events_applied == 9);
   kvidx_engine_feed_free(feed);
   kvidx_free(ix);
+  CHECK(strncmp(kvidx_status_str(KVIDX_ERR_MALFORMED), "KVIDX_ERR_MALFORMED", 19) == 0);
   printf("c-abi engine: %d passed, %d failed\n", passed, failed);
   return failed != 0;
 }

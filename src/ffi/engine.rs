@@ -7,7 +7,11 @@
 //!   to, e.g. because the caller fetches the missing range from the engine's replay socket)
 //!   and keeps counters.
 //!
-//! A malformed payload returns `KVIDX_ERR_INVALID_ARGUMENT` and applies nothing.
+//! Status split: the arguments (format, flags, the sequence frame's length, pointers)
+//! are checked first; a bad one is `KVIDX_ERR_INVALID_ARGUMENT` (or `KVIDX_ERR_NULL_POINTER`).
+//! Only then are the payload bytes decoded: bytes that are not a valid `KVEventBatch` of the
+//! given format (the empty payload included) are `KVIDX_ERR_MALFORMED`. Either way nothing is
+//! applied and a feed's tracked sequence is unchanged.
 
 use std::sync::Mutex;
 
@@ -130,7 +134,7 @@ fn rank_of(dp_rank: u32) -> Option<u32> {
 
 fn feed_error(error: FeedError) -> kvidx_status {
     match error {
-        FeedError::Decode(_) => kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
+        FeedError::Decode(_) => kvidx_status::KVIDX_ERR_MALFORMED,
         FeedError::Index(e) => convert::status_of(e),
     }
 }
@@ -179,9 +183,11 @@ fn stats_of(s: EngineStats) -> kvidx_engine_stats {
 /// come from the published tokens (see docs/engine-events.md). No sequence tracking: use a
 /// feed (`kvidx_engine_feed_apply`) for that.
 ///
-/// Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or a malformed payload
-/// (nothing is applied), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`, or NULL
-/// `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
+/// Returns `KVIDX_ERR_MALFORMED` when the bytes are not a valid batch of `format` (not
+/// msgpack, truncated, trailing bytes, a bad envelope, event or field type; also an empty
+/// payload): nothing is applied. Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format`
+/// (checked before the payload is read), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`,
+/// or NULL `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
 /// in `out->events_rejected` and the call still returns `KVIDX_OK`.
 ///
 /// # Safety
@@ -275,9 +281,11 @@ pub unsafe extern "C" fn kvidx_engine_feed_free(feed: *mut kvidx_engine_feed) {
 /// otherwise); `out->seq_status` tells which. A malformed payload applies nothing and leaves
 /// the tracked sequence unchanged, so the next batch reports a gap.
 ///
-/// Returns `KVIDX_ERR_INVALID_ARGUMENT` for a malformed payload or a `seq_frame` that is not
-/// 8 bytes; `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED`
-/// if an earlier call on this feed panicked. Calls on one feed are serialised.
+/// Returns `KVIDX_ERR_MALFORMED` for a payload that is not a valid batch of the feed's format
+/// (counted in `batches_malformed`); `KVIDX_ERR_INVALID_ARGUMENT` for a `seq_frame` that is
+/// not 8 bytes (checked before the payload is read; counted nowhere);
+/// `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED` if an
+/// earlier call on this feed panicked. Calls on one feed are serialised.
 ///
 /// # Safety
 /// `feed` and `indexer` are NULL or live handles; `seq_frame` is readable for `seq_len`
@@ -383,6 +391,11 @@ mod tests {
             .map_or(0, |m| m.depth)
     }
 
+    fn index_stats(ix: *mut kvidx_indexer) -> crate::Stats {
+        // SAFETY: `ix` is a live handle from `kvidx_new`.
+        unsafe { &*ix }.indexer.stats()
+    }
+
     #[test]
     fn apply_engine_batch_decodes_applies_and_refuses_malformed() {
         let ix = sync_indexer();
@@ -406,18 +419,34 @@ mod tests {
         );
         assert_eq!(out.seq_status, KVIDX_SEQ_UNTRACKED);
         assert_eq!(depth(ix, 3), 0, "block 0 removed by the batch");
-        // Malformed: truncated; unknown format; NULL payload with a length; NULL out.
+        // Malformed payloads: truncated, trailing bytes, empty (also as NULL, 0); then bad
+        // arguments: unknown format (checked before the payload), NULL payload with a length,
+        // NULL out.
         let before = out;
+        let stats_before = index_stats(ix);
+        let mut trailing = TRT.to_vec();
+        trailing.push(0xc0);
         // SAFETY: as above (the lengths given are within the buffers).
         unsafe {
             let short = &ANNOTATED[..ANNOTATED.len() - 1];
+            for bad in [short, &trailing[..], &[][..]] {
+                assert_eq!(
+                    kvidx_apply_engine_batch(ix, 0, 3, 0, bad.as_ptr(), bad.len(), &mut out),
+                    kvidx_status::KVIDX_ERR_MALFORMED
+                );
+            }
             assert_eq!(
-                kvidx_apply_engine_batch(ix, 0, 3, 0, short.as_ptr(), short.len(), &mut out),
-                kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+                kvidx_apply_engine_batch(ix, 0, 3, 0, std::ptr::null(), 0, &mut out),
+                kvidx_status::KVIDX_ERR_MALFORMED
             );
             assert_eq!(
                 kvidx_apply_engine_batch(ix, 9, 3, 0, TRT.as_ptr(), TRT.len(), &mut out),
                 kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                kvidx_apply_engine_batch(ix, 9, 3, 0, short.as_ptr(), short.len(), &mut out),
+                kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
+                "a bad format wins over a malformed payload"
             );
             assert_eq!(
                 kvidx_apply_engine_batch(ix, 0, 3, 0, std::ptr::null(), 5, &mut out),
@@ -449,6 +478,11 @@ mod tests {
             );
         }
         assert_eq!(out, before, "out written only on success");
+        assert_eq!(
+            index_stats(ix),
+            stats_before,
+            "nothing applied by refused calls"
+        );
         // SAFETY: live handle, freed once.
         unsafe { kvidx_free(ix) };
     }
@@ -528,6 +562,21 @@ mod tests {
                     0,
                     std::ptr::null(),
                     0,
+                    short.as_ptr(),
+                    short.len(),
+                    &mut out
+                ),
+                kvidx_status::KVIDX_ERR_MALFORMED
+            );
+            // A bad frame is reported before the payload is read, and counts nowhere.
+            assert_eq!(
+                kvidx_engine_feed_apply(
+                    feed,
+                    ix,
+                    5,
+                    0,
+                    bad_frame.as_ptr(),
+                    7,
                     short.as_ptr(),
                     short.len(),
                     &mut out

@@ -23,6 +23,7 @@ fn status_text(status: u32) -> &'static CStr {
         5 => c"KVIDX_ERR_SHUT_DOWN: the indexer's event threads are gone",
         6 => c"KVIDX_ERR_PANIC: an internal bug was caught at the boundary",
         7 => c"KVIDX_ERR_POISONED: a panic happened earlier on this handle; free it",
+        8 => c"KVIDX_ERR_MALFORMED: the payload is not a valid engine event batch; nothing was applied",
         _ => c"unknown kvidx status code",
     }
 }

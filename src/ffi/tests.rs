@@ -241,9 +241,17 @@ fn rust_errors_map_to_their_status_codes() {
         convert::status_of(Error::ShutDown),
         kvidx_status::KVIDX_ERR_SHUT_DOWN
     );
-    for code in 0..8u32 {
+    for code in 0..=8u32 {
         // SAFETY: kvidx_status_str returns a static NUL-terminated string.
         let text = unsafe { std::ffi::CStr::from_ptr(kvidx_status_str(code)) };
         assert!(text.to_str().unwrap().starts_with("KVIDX_"), "{code}");
     }
+    let text = |code: u32| {
+        // SAFETY: kvidx_status_str returns a static NUL-terminated string.
+        unsafe { std::ffi::CStr::from_ptr(kvidx_status_str(code)) }
+            .to_str()
+            .unwrap()
+    };
+    assert!(text(kvidx_status::KVIDX_ERR_MALFORMED as u32).starts_with("KVIDX_ERR_MALFORMED:"));
+    assert_eq!(text(9), "unknown kvidx status code");
 }

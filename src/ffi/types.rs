@@ -29,6 +29,10 @@ pub enum kvidx_status {
     KVIDX_ERR_PANIC = 6,
     /// A panic happened earlier on this handle; the only valid call left is `kvidx_free`.
     KVIDX_ERR_POISONED = 7,
+    /// Engine ingestion only: the payload is not a valid engine event batch of the given
+    /// format (not msgpack, truncated, trailing bytes, a bad envelope, event or field type);
+    /// nothing was applied.
+    KVIDX_ERR_MALFORMED = 8,
 }
 
 /// The index structures an indexer can use (values of `kvidx_config.backend`).

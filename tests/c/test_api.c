@@ -30,6 +30,7 @@ static void status_codes_have_fixed_values_and_texts(void) {
     CHECK_EQ(KVIDX_ERR_SHUT_DOWN, 5);
     CHECK_EQ(KVIDX_ERR_PANIC, 6);
     CHECK_EQ(KVIDX_ERR_POISONED, 7);
+    CHECK_EQ(KVIDX_ERR_MALFORMED, 8);
     static const char *names[] = {"KVIDX_OK",
                                   "KVIDX_ERR_NULL_POINTER",
                                   "KVIDX_ERR_INVALID_ARGUMENT",
@@ -37,13 +38,14 @@ static void status_codes_have_fixed_values_and_texts(void) {
                                   "KVIDX_ERR_PARENT_NOT_FOUND",
                                   "KVIDX_ERR_SHUT_DOWN",
                                   "KVIDX_ERR_PANIC",
-                                  "KVIDX_ERR_POISONED"};
-    for (uint32_t code = 0; code < 8; code++) {
+                                  "KVIDX_ERR_POISONED",
+                                  "KVIDX_ERR_MALFORMED"};
+    for (uint32_t code = 0; code < 9; code++) {
         const char *text = kvidx_status_str(code);
         CHECK(text != NULL);
         if (text != NULL) CHECK(strstr(text, names[code]) == text);
     }
-    const uint32_t unknown[] = {8, 100, UINT32_MAX};
+    const uint32_t unknown[] = {9, 100, UINT32_MAX};
     for (size_t i = 0; i < 3; i++) {
         const char *text = kvidx_status_str(unknown[i]);
         CHECK(text != NULL);
@@ -378,6 +380,61 @@ static void remove_and_flush_statuses(void) {
     }
 }
 
+/* Engine payloads: bytes that are not a batch are MALFORMED and apply nothing; a bad format,
+ * flag or sequence frame is INVALID_ARGUMENT (checked before the payload is read). */
+static void engine_payload_statuses(void) {
+    kvidx_indexer *ix = make_indexer(&SYNC);
+    const uint8_t empty_batch[] = {0x92, 0x00, 0x90};          /* [0, []] */
+    const uint8_t trailing[] = {0x92, 0x00, 0x90, 0x00};       /* [0, []] then a byte */
+    const uint8_t short_envelope[] = {0x91, 0x00};             /* [0] */
+    const uint8_t not_msgpack[] = {0xc1};                      /* a never-used marker */
+    kvidx_engine_batch_result r;
+    memset(&r, 0xab, sizeof r);
+    const kvidx_engine_batch_result untouched = r;
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, trailing, 4, &r),
+             KVIDX_ERR_MALFORMED);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_SGLANG, 1, 0, short_envelope, 2, &r),
+             KVIDX_ERR_MALFORMED);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_TRTLLM, 1, 0, not_msgpack, 1, &r),
+             KVIDX_ERR_MALFORMED);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, NULL, 0, &r),
+             KVIDX_ERR_MALFORMED);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, 3, 1, 0, empty_batch, 3, &r),
+             KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, 3, 1, 0, not_msgpack, 1, &r),
+             KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, NULL, 1, &r),
+             KVIDX_ERR_NULL_POINTER);
+    CHECK(memcmp(&r, &untouched, sizeof r) == 0);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, empty_batch, 3, &r), KVIDX_OK);
+    CHECK_EQ(r.events_decoded, 0);
+
+    kvidx_engine_feed *feed = NULL;
+    CHECK_EQ(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, 32, &feed), KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_engine_feed_new(3, 0, &feed), KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK(feed == NULL);
+    REQUIRE(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, 0, &feed) == KVIDX_OK);
+    const uint8_t seq[8] = {0}, seq7[7] = {0};
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 1, 0, seq, 8, trailing, 4, &r), KVIDX_ERR_MALFORMED);
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 1, 0, seq7, 7, empty_batch, 3, &r),
+             KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 1, 0, seq7, 7, trailing, 4, &r),
+             KVIDX_ERR_INVALID_ARGUMENT);
+    kvidx_engine_stats es;
+    CHECK_EQ(kvidx_engine_feed_stats(feed, &es), KVIDX_OK);
+    CHECK_EQ(es.batches_malformed, 1);
+    CHECK_EQ(es.batches, 0);
+    /* The malformed batch did not record sequence 0: it is still the first one. */
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 1, 0, seq, 8, empty_batch, 3, &r), KVIDX_OK);
+    CHECK_EQ(r.seq_status, KVIDX_SEQ_FIRST);
+    kvidx_engine_feed_free(feed);
+
+    kvidx_stats st = stats_of(ix);
+    CHECK_EQ(st.events_applied, 0);
+    CHECK_EQ(st.workers, 0);
+    kvidx_free(ix);
+}
+
 /* A panic inside the boundary is contained: PANIC once, then POISONED on that handle only. */
 static void check_panic_poisons(const mode *m) {
     kvidx_indexer *ix = make_indexer(m);
@@ -428,6 +485,7 @@ int main(void) {
     RUN(find_matches_arguments_and_buffer_protocol);
     RUN(hash_tokens_follows_the_hashing_contract);
     RUN(remove_and_flush_statuses);
+    RUN(engine_payload_statuses);
     RUN(panic_sync);
     RUN(panic_pooled);
     return finish("test_api");
