@@ -12,9 +12,14 @@
 // Inputs are non-owning views (kvidx::Span): pass a pointer + size, a std::vector, a
 // std::array or a C array. The library keeps no pointer after a call returns.
 //
-// Thread safety: as the C ABI. Every member function of one Indexer may be called from any
-// number of threads at once, except destruction and move-assignment, which must not overlap any
-// other call on that Indexer. A MatchBuffer belongs to one thread at a time.
+// Engine events: Indexer::apply_engine_batch() decodes and applies one msgpack KVEventBatch
+// payload as vLLM, SGLang or TensorRT-LLM publish it; kvidx::EngineFeed (move-only, owns a
+// kvidx_engine_feed) adds per-publisher tracking of the 8-byte batch sequence (gaps, restarts).
+// Bytes that are not a batch give Errc::malformed and change nothing.
+//
+// Thread safety: as the C ABI. Every member function of one Indexer (or EngineFeed) may be
+// called from any number of threads at once, except destruction and move-assignment, which must
+// not overlap any other call on that object. A MatchBuffer belongs to one thread at a time.
 #ifndef KVIDX_HPP
 #define KVIDX_HPP
 
@@ -42,6 +47,7 @@ enum class Errc : std::uint32_t {
   shut_down = KVIDX_ERR_SHUT_DOWN,             ///< The indexer's event threads are gone.
   panic = KVIDX_ERR_PANIC,                     ///< An internal bug was caught at the boundary.
   poisoned = KVIDX_ERR_POISONED,               ///< A panic happened earlier on this handle.
+  malformed = KVIDX_ERR_MALFORMED,  ///< Engine payload is not a valid batch; nothing applied.
 };
 
 /// The outcome of a call that returns no value: Errc::ok or an error code.
@@ -340,6 +346,73 @@ struct Config {
   }
 };
 
+/// The wire formats of engine KV event payloads (KVIDX_ENGINE_*).
+enum class EngineFormat : std::uint32_t {
+  vllm = KVIDX_ENGINE_VLLM,      ///< vLLM, every generation (tagged arrays and tagged maps).
+  sglang = KVIDX_ENGINE_SGLANG,  ///< SGLang (its own field positions; signed hashes).
+  trtllm = KVIDX_ENGINE_TRTLLM,  ///< TensorRT-LLM's vLLM-compatible ZMQ publisher.
+};
+
+/// How a batch's sequence number relates to its publisher's previous one (KVIDX_SEQ_*).
+enum class SeqStatus : std::uint32_t {
+  untracked = KVIDX_SEQ_UNTRACKED,  ///< No sequence frame was given.
+  first = KVIDX_SEQ_FIRST,          ///< The first batch seen from this publisher.
+  in_order = KVIDX_SEQ_IN_ORDER,    ///< The expected next batch.
+  gap = KVIDX_SEQ_GAP,              ///< Batches seq_expected.. were missed (batches_missed).
+  restart = KVIDX_SEQ_RESTART,      ///< The sequence went backwards: the publisher restarted.
+};
+
+/// Options of an EngineFeed (KVIDX_FEED_*); combine them with `|`. FeedFlags::none is the
+/// recommended reaction without a replay socket: clear the worker on gaps and restarts, index
+/// the GPU medium and KV-cache group 0 only, skip stores whose engine hashes have extra keys.
+enum class FeedFlags : std::uint32_t {
+  none = 0,                                              ///< The defaults above.
+  no_clear_on_gap = KVIDX_FEED_NO_CLEAR_ON_GAP,          ///< The caller replays missed batches.
+  no_clear_on_restart = KVIDX_FEED_NO_CLEAR_ON_RESTART,  ///< Keep the worker on a restart.
+  all_media = KVIDX_FEED_ALL_MEDIA,                      ///< Index every medium, not only GPU.
+  all_groups = KVIDX_FEED_ALL_GROUPS,                    ///< Index every KV-cache group.
+  hash_tokens_only = KVIDX_FEED_HASH_TOKENS_ONLY,  ///< Index stores with extra keys by tokens.
+};
+/// The union of two flag sets.
+[[nodiscard]] constexpr FeedFlags operator|(FeedFlags a, FeedFlags b) noexcept {
+  return static_cast<FeedFlags>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
+/// The intersection of two flag sets (test a flag with `(flags & f) == f`).
+[[nodiscard]] constexpr FeedFlags operator&(FeedFlags a, FeedFlags b) noexcept {
+  return static_cast<FeedFlags>(static_cast<std::uint32_t>(a) & static_cast<std::uint32_t>(b));
+}
+
+/// `dp_rank` argument of the engine calls: take the rank from the batch's envelope (0 when the
+/// envelope has none).
+inline constexpr std::uint32_t dp_rank_from_batch = KVIDX_DP_RANK_FROM_BATCH;
+
+/// The 8-byte big-endian sequence frame engines send before each payload, for a known number.
+[[nodiscard]] constexpr std::array<std::uint8_t, 8> seq_frame(std::uint64_t seq) noexcept {
+  std::array<std::uint8_t, 8> frame{};
+  for (std::size_t i = 0; i < frame.size(); ++i) {
+    frame[i] = static_cast<std::uint8_t>(seq >> (56 - 8 * i));
+  }
+  return frame;
+}
+
+/// What applying one engine batch did: the C struct kvidx_engine_batch_result (every field:
+/// events_decoded, events_submitted, events_rejected, skipped_*, seq_expected, batches_missed,
+/// dp_rank, seq_status, worker_cleared) plus typed accessors.
+struct EngineBatchResult : kvidx_engine_batch_result {
+  /// All counters zero, SeqStatus::untracked.
+  EngineBatchResult() noexcept : kvidx_engine_batch_result{} {}
+  /// A copy of a C result.
+  explicit EngineBatchResult(const kvidx_engine_batch_result& c) noexcept
+      : kvidx_engine_batch_result(c) {}
+  /// seq_status as an enum.
+  [[nodiscard]] SeqStatus seq() const noexcept { return static_cast<SeqStatus>(seq_status); }
+  /// True when the worker was cleared before the batch (the gap or restart reaction).
+  [[nodiscard]] bool cleared() const noexcept { return worker_cleared != 0; }
+};
+
+/// Counters of an EngineFeed (the C struct itself).
+using EngineStats = kvidx_engine_stats;
+
 /// An index of cached KV blocks across workers. Move-only; owns its C handle.
 class Indexer {
  public:
@@ -431,6 +504,24 @@ class Indexer {
     return std::vector<Match>(buf.begin(), buf.end());
   }
 
+  /// Decodes one engine payload (the last frame of the engine's ZMQ message) completely, then
+  /// applies its events to (worker_id, dp_rank); pass dp_rank_from_batch for the envelope's
+  /// rank. No sequence tracking (see EngineFeed); GPU medium and KV-cache group 0 only.
+  /// Errc::malformed: the bytes are not a batch of `format`, nothing was applied;
+  /// Errc::invalid_argument: unknown format. In synchronous mode a STORED whose parent is
+  /// missing is counted in events_rejected and the call still succeeds.
+  [[nodiscard]] Result<EngineBatchResult> apply_engine_batch(EngineFormat format,
+                                                            std::uint64_t worker_id,
+                                                            std::uint32_t dp_rank,
+                                                            Span<std::uint8_t> payload) noexcept {
+    kvidx_engine_batch_result r{};
+    const Status s = Status::from_c(
+        kvidx_apply_engine_batch(handle_.get(), static_cast<std::uint32_t>(format), worker_id,
+                                 dp_rank, payload.data(), payload.size(), &r));
+    if (!s) return s;
+    return EngineBatchResult(r);
+  }
+
   /// The indexer's counters (call flush() first to see queued events' outcomes).
   [[nodiscard]] Result<Stats> stats() const noexcept {
     Stats st{};
@@ -444,6 +535,77 @@ class Indexer {
     void operator()(kvidx_indexer* p) const noexcept { kvidx_free(p); }
   };
   std::unique_ptr<kvidx_indexer, Deleter> handle_;
+};
+
+/// Applies engine payloads with per-publisher (worker_id, dp_rank) tracking of the batch
+/// sequence, reacting to gaps and restarts as its FeedFlags say, and keeps counters.
+/// Move-only; owns its kvidx_engine_feed. One feed serves any number of indexers and
+/// publishers; calls on one feed are serialised by the library.
+class EngineFeed {
+ public:
+  /// Creates a feed for one wire format. Errc::invalid_argument: unknown format or flag bit.
+  [[nodiscard]] static Result<EngineFeed> create(EngineFormat format,
+                                                 FeedFlags flags = FeedFlags::none) noexcept {
+    kvidx_engine_feed* raw = nullptr;
+    const Status s = Status::from_c(kvidx_engine_feed_new(static_cast<std::uint32_t>(format),
+                                                          static_cast<std::uint32_t>(flags), &raw));
+    if (!s) return s;
+    return EngineFeed(raw);
+  }
+
+  /// Takes ownership of a feed from kvidx_engine_feed_new (or null).
+  explicit EngineFeed(kvidx_engine_feed* owned) noexcept : handle_(owned) {}
+  /// Not copyable: one owner per feed.
+  EngineFeed(const EngineFeed&) = delete;
+  /// Not copyable: one owner per feed.
+  EngineFeed& operator=(const EngineFeed&) = delete;
+  /// Moves the feed; `other` is left empty.
+  EngineFeed(EngineFeed&&) noexcept = default;
+  /// Frees the current feed and takes `other`'s.
+  EngineFeed& operator=(EngineFeed&&) noexcept = default;
+  /// Frees the feed.
+  ~EngineFeed() = default;
+
+  /// True when this object holds a feed (false after being moved from).
+  [[nodiscard]] bool valid() const noexcept { return handle_ != nullptr; }
+  /// Same as valid().
+  explicit operator bool() const noexcept { return valid(); }
+  /// The C feed, still owned by this object.
+  [[nodiscard]] kvidx_engine_feed* native_handle() const noexcept { return handle_.get(); }
+  /// Gives up ownership of the C feed; the caller must kvidx_engine_feed_free it.
+  [[nodiscard]] kvidx_engine_feed* release() noexcept { return handle_.release(); }
+
+  /// Like Indexer::apply_engine_batch, with the publisher's sequence frame (the message's
+  /// second frame: exactly 8 bytes, big-endian, see seq_frame(); empty for no tracking).
+  /// After a gap or a restart the worker is cleared first unless the flags say otherwise;
+  /// the result's seq() and cleared() tell. Errc::malformed: the payload is not a batch,
+  /// nothing was applied and the sequence was not recorded (the next batch reports a gap);
+  /// Errc::invalid_argument: a sequence frame that is not 8 bytes (checked first).
+  [[nodiscard]] Result<EngineBatchResult> apply(Indexer& indexer, std::uint64_t worker_id,
+                                                std::uint32_t dp_rank,
+                                                Span<std::uint8_t> seq_frame,
+                                                Span<std::uint8_t> payload) noexcept {
+    kvidx_engine_batch_result r{};
+    const Status s = Status::from_c(kvidx_engine_feed_apply(
+        handle_.get(), indexer.native_handle(), worker_id, dp_rank, seq_frame.data(),
+        seq_frame.size(), payload.data(), payload.size(), &r));
+    if (!s) return s;
+    return EngineBatchResult(r);
+  }
+
+  /// The feed's counters.
+  [[nodiscard]] Result<EngineStats> stats() const noexcept {
+    EngineStats st{};
+    const Status s = Status::from_c(kvidx_engine_feed_stats(handle_.get(), &st));
+    if (!s) return s;
+    return st;
+  }
+
+ private:
+  struct Deleter {
+    void operator()(kvidx_engine_feed* p) const noexcept { kvidx_engine_feed_free(p); }
+  };
+  std::unique_ptr<kvidx_engine_feed, Deleter> handle_;
 };
 
 }  // namespace kvidx

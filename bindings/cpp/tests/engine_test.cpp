@@ -1,0 +1,322 @@
+// Engine KV events through the wrapper: the committed msgpack fixtures of
+// tests/fixtures/engine (directory given by CMake as KVIDX_ENGINE_FIXTURES) applied with
+// Indexer::apply_engine_batch and through an EngineFeed (sequence gaps and restarts).
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "test_support.hpp"
+
+#ifndef KVIDX_ENGINE_FIXTURES
+#error "KVIDX_ENGINE_FIXTURES must name the directory of the engine fixtures"
+#endif
+
+namespace {
+
+using kvidx::EngineFeed;
+using kvidx::EngineFormat;
+using kvidx::Errc;
+using kvidx::FeedFlags;
+using kvidx::SeqStatus;
+
+static_assert(!std::is_copy_constructible_v<EngineFeed>, "EngineFeed must not be copyable");
+static_assert(!std::is_copy_assignable_v<EngineFeed>, "EngineFeed must not be copy-assignable");
+static_assert(std::is_nothrow_move_constructible_v<EngineFeed>, "moves must not throw");
+static_assert(std::is_nothrow_move_assignable_v<EngineFeed>, "moves must not throw");
+static_assert(sizeof(EngineFeed) == sizeof(void*), "the deleter must add no size");
+static_assert(!std::is_convertible_v<kvidx_engine_feed*, EngineFeed>, "adoption is explicit");
+static_assert(static_cast<std::uint32_t>(Errc::malformed) == KVIDX_ERR_MALFORMED);
+static_assert(static_cast<std::uint32_t>(SeqStatus::restart) == KVIDX_SEQ_RESTART);
+static_assert(static_cast<std::uint32_t>(FeedFlags::no_clear_on_gap | FeedFlags::all_media) ==
+              (KVIDX_FEED_NO_CLEAR_ON_GAP | KVIDX_FEED_ALL_MEDIA));
+static_assert(kvidx::seq_frame(0x0102030405060708u)[0] == 1 &&
+              kvidx::seq_frame(0x0102030405060708u)[7] == 8, "big-endian");
+
+/// The bytes of fixture `name` (without the .msgpack suffix); empty if it cannot be read.
+std::vector<std::uint8_t> fixture(const std::string& name) {
+  const std::string path = std::string(KVIDX_ENGINE_FIXTURES) + "/" + name + ".msgpack";
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in),
+                                   std::istreambuf_iterator<char>());
+}
+
+/// A synchronous indexer (events applied before each call returns).
+kvidx::Indexer make() {
+  kvidx::Config cfg;
+  cfg.event_threads = 0;
+  auto r = kvidx::Indexer::create(cfg);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return std::move(r).value();
+}
+
+/// Local hashes of tokens first..last in blocks of 4 (the fixtures' block size).
+std::vector<std::uint64_t> token_query(std::uint32_t first, std::uint32_t last) {
+  std::vector<std::uint32_t> tokens;
+  for (std::uint32_t t = first; t <= last; ++t) tokens.push_back(t);
+  auto r = kvidx::hash_tokens(tokens, 4);
+  EXPECT_TRUE(r.ok());
+  return std::move(r).value_or({});
+}
+
+/// One store of tokens 1..4 (one block, engine hash 2^64-1) in vLLM's 12-field array form.
+const char* const kOneBlock = "vllm_annotated_array_gen12";
+
+TEST(Engine, VllmBatchAppliesAndFindMatchesSeesTheBlocks) {
+  auto idx = make();
+  const auto payload = fixture(kOneBlock);
+  ASSERT_FALSE(payload.empty());
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 4)), "");
+  auto r = idx.apply_engine_batch(EngineFormat::vllm, 7, kvidx::dp_rank_from_batch, payload);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->events_decoded, 1u);
+  EXPECT_EQ(r->events_submitted, 1u);
+  EXPECT_EQ(r->events_rejected, 0u);
+  EXPECT_EQ(r->dp_rank, 0u) << "the envelope's rank";
+  EXPECT_EQ(r->seq(), SeqStatus::untracked);
+  EXPECT_FALSE(r->cleared());
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 4)), "7/0:1");
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(5, 8)), "") << "other tokens do not match";
+
+  // A chain of two stores (tokens 1..12), then a removal of block 0, through the TRT-LLM
+  // publisher's format, on rank 3: positions 1 and 2 stay, so a query from token 1 misses.
+  const auto trt = fixture("trtllm_map");
+  auto t = idx.apply_engine_batch(EngineFormat::trtllm, 8, 3, trt);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->events_decoded, 3u);
+  EXPECT_EQ(t->events_submitted, 3u);
+  EXPECT_EQ(t->dp_rank, 3u);
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 12)), "7/0:1");
+  auto st = idx.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->workers, 2u);
+  EXPECT_EQ(st->worker_blocks, 3u) << "7/0 holds 1 block, 8/3 holds 2";
+}
+
+TEST(Engine, MalformedPayloadIsMalformedAndChangesNothing) {
+  auto idx = make();
+  const auto good = fixture(kOneBlock);
+  ASSERT_TRUE(idx.apply_engine_batch(EngineFormat::vllm, 1, 0, good).ok());
+  const auto before = idx.stats();
+  ASSERT_TRUE(before.ok());
+
+  const auto truncated = std::vector<std::uint8_t>(good.begin(), good.end() - 1);
+  auto trailing = good;
+  trailing.push_back(0xc0);
+  const std::vector<std::uint8_t> not_msgpack{0xc1};
+  for (const auto& bad : {truncated, trailing, not_msgpack}) {
+    auto r = idx.apply_engine_batch(EngineFormat::vllm, 2, 0, bad);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.status(), Errc::malformed);
+  }
+  EXPECT_EQ(idx.apply_engine_batch(EngineFormat::vllm, 2, 0, {}).status(), Errc::malformed)
+      << "an empty payload is not a batch";
+  // Argument errors are not payload errors, and win over them.
+  EXPECT_EQ(idx.apply_engine_batch(static_cast<EngineFormat>(9), 2, 0, good).status(),
+            Errc::invalid_argument);
+  EXPECT_EQ(idx.apply_engine_batch(static_cast<EngineFormat>(9), 2, 0, truncated).status(),
+            Errc::invalid_argument);
+  EXPECT_EQ(idx.apply_engine_batch(EngineFormat::vllm, 2, 0, {nullptr, 4}).status(),
+            Errc::null_pointer);
+
+  const auto after = idx.stats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->events_applied, before->events_applied);
+  EXPECT_EQ(after->workers, before->workers);
+  EXPECT_EQ(after->worker_blocks, before->worker_blocks);
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 4)), "1/0:1");
+  EXPECT_STREQ(kvidx::Status(Errc::malformed).message(),
+               "KVIDX_ERR_MALFORMED: the payload is not a valid engine event batch; "
+               "nothing was applied");
+}
+
+/// Stores two blocks (local hashes 1000, 1001) for `w` directly, so a clear is visible.
+void store_marker(kvidx::Indexer& idx, kvidx::Worker w) {
+  const auto blocks = kvidx_test::chain(w, 0, 2);
+  ASSERT_EQ(idx.apply(kvidx::stored(w, 100, std::nullopt, blocks)), Errc::ok);
+}
+
+TEST(EngineFeedTest, GapAndRestartClearTheWorkerByDefault) {
+  auto idx = make();
+  auto created = EngineFeed::create(EngineFormat::vllm);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EngineFeed feed = std::move(created).value();
+  const auto payload = fixture(kOneBlock);
+  const kvidx::Worker w{5, 0};
+
+  auto r = feed.apply(idx, w.id, w.rank, kvidx::seq_frame(0), payload);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->seq(), SeqStatus::first);
+  r = feed.apply(idx, w.id, w.rank, kvidx::seq_frame(1), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::in_order);
+  EXPECT_FALSE(r->cleared());
+
+  store_marker(idx, w);
+  EXPECT_EQ(kvidx_test::matches(idx, kvidx_test::query(2)), "5/0:2");
+  r = feed.apply(idx, w.id, w.rank, kvidx::seq_frame(5), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::gap);
+  EXPECT_EQ(r->seq_expected, 2u);
+  EXPECT_EQ(r->batches_missed, 3u);
+  EXPECT_TRUE(r->cleared());
+  EXPECT_EQ(kvidx_test::matches(idx, kvidx_test::query(2)), "") << "cleared before the batch";
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 4)), "5/0:1") << "then the batch applied";
+
+  store_marker(idx, w);
+  r = feed.apply(idx, w.id, w.rank, kvidx::seq_frame(0), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::restart);
+  EXPECT_EQ(r->seq_expected, 6u);
+  EXPECT_TRUE(r->cleared());
+  EXPECT_EQ(kvidx_test::matches(idx, kvidx_test::query(2)), "");
+
+  // No sequence frame: untracked.
+  r = feed.apply(idx, w.id, w.rank, {}, payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::untracked);
+
+  auto st = feed.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->batches, 5u);
+  EXPECT_EQ(st->batches_malformed, 0u);
+  EXPECT_EQ(st->gaps, 1u);
+  EXPECT_EQ(st->batches_missed, 3u);
+  EXPECT_EQ(st->restarts, 1u);
+  EXPECT_EQ(st->workers_cleared, 2u);
+  EXPECT_EQ(st->events_decoded, 5u);
+}
+
+TEST(EngineFeedTest, FlagsKeepTheWorkerAndPublishersAreTrackedApart) {
+  auto idx = make();
+  auto created = EngineFeed::create(
+      EngineFormat::vllm, FeedFlags::no_clear_on_gap | FeedFlags::no_clear_on_restart);
+  ASSERT_TRUE(created.ok());
+  EngineFeed feed = std::move(created).value();
+  const auto payload = fixture(kOneBlock);
+  const kvidx::Worker w{6, 1};
+  ASSERT_TRUE(feed.apply(idx, w.id, w.rank, kvidx::seq_frame(10), payload).ok());
+  // Another publisher (same worker id, other rank) has its own sequence.
+  auto other = feed.apply(idx, w.id, 2, kvidx::seq_frame(0), payload);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->seq(), SeqStatus::first);
+
+  store_marker(idx, w);
+  auto r = feed.apply(idx, w.id, w.rank, kvidx::seq_frame(12), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::gap);
+  EXPECT_EQ(r->batches_missed, 1u);
+  EXPECT_FALSE(r->cleared()) << "the caller replays instead";
+  r = feed.apply(idx, w.id, w.rank, kvidx::seq_frame(3), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::restart);
+  EXPECT_FALSE(r->cleared());
+  EXPECT_EQ(kvidx_test::matches(idx, kvidx_test::query(2)), "6/1:2");
+  auto st = feed.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->workers_cleared, 0u);
+  EXPECT_EQ(st->gaps, 1u);
+  EXPECT_EQ(st->restarts, 1u);
+}
+
+TEST(EngineFeedTest, MalformedBatchIsNotRecordedAndBadArgumentsAreRefused) {
+  auto idx = make();
+  auto created = EngineFeed::create(EngineFormat::vllm);
+  ASSERT_TRUE(created.ok());
+  EngineFeed feed = std::move(created).value();
+  const auto payload = fixture(kOneBlock);
+  const auto truncated = std::vector<std::uint8_t>(payload.begin(), payload.end() - 2);
+  ASSERT_TRUE(feed.apply(idx, 1, 0, kvidx::seq_frame(0), payload).ok());
+  const auto before = idx.stats();
+  ASSERT_TRUE(before.ok());
+
+  EXPECT_EQ(feed.apply(idx, 1, 0, kvidx::seq_frame(1), truncated).status(), Errc::malformed);
+  const std::array<std::uint8_t, 7> short_frame{};
+  EXPECT_EQ(feed.apply(idx, 1, 0, short_frame, payload).status(), Errc::invalid_argument);
+  EXPECT_EQ(feed.apply(idx, 1, 0, short_frame, truncated).status(), Errc::invalid_argument)
+      << "the frame is checked before the payload";
+  const auto after = idx.stats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->events_applied, before->events_applied);
+  EXPECT_EQ(after->worker_blocks, before->worker_blocks);
+
+  // Batch 1 was never recorded, so batch 2 reveals it as missed.
+  auto r = feed.apply(idx, 1, 0, kvidx::seq_frame(2), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::gap);
+  EXPECT_EQ(r->seq_expected, 1u);
+  auto st = feed.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->batches_malformed, 1u) << "bad frames count nowhere";
+  EXPECT_EQ(st->batches, 2u);
+
+  EXPECT_EQ(EngineFeed::create(static_cast<EngineFormat>(3)).status(), Errc::invalid_argument);
+  EXPECT_EQ(EngineFeed::create(EngineFormat::vllm, static_cast<FeedFlags>(64)).status(),
+            Errc::invalid_argument);
+}
+
+TEST(EngineFeedTest, MovedFromFeedAndIndexerAreNullPointer) {
+  auto idx = make();
+  auto created = EngineFeed::create(EngineFormat::sglang);
+  ASSERT_TRUE(created.ok());
+  EngineFeed feed = std::move(created).value();
+  const auto payload = fixture("sglang_array");
+  EngineFeed moved = std::move(feed);
+  EXPECT_FALSE(feed.valid());  // NOLINT(bugprone-use-after-move): testing the moved-from state
+  EXPECT_TRUE(moved.valid());
+  EXPECT_EQ(feed.apply(idx, 1, 0, {}, payload).status(), Errc::null_pointer);
+  EXPECT_EQ(feed.stats().status(), Errc::null_pointer);
+  auto r = moved.apply(idx, 1, kvidx::dp_rank_from_batch, {}, payload);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->events_decoded, 2u);
+  kvidx::Indexer gone = std::move(idx);
+  EXPECT_EQ(moved.apply(idx, 1, 0, {}, payload).status(), Errc::null_pointer);  // NOLINT
+  EXPECT_EQ(idx.apply_engine_batch(EngineFormat::sglang, 1, 0, payload).status(),  // NOLINT
+            Errc::null_pointer);
+  // Adopt and release a raw feed.
+  kvidx_engine_feed* raw = moved.release();
+  EXPECT_FALSE(moved.valid());
+  EngineFeed adopted(raw);
+  EXPECT_TRUE(adopted.stats().ok());
+}
+
+TEST(EngineFeedTest, OneFeedServesConcurrentPublishers) {
+  kvidx::Config cfg;
+  cfg.event_threads = 2;
+  auto created_idx = kvidx::Indexer::create(cfg);
+  ASSERT_TRUE(created_idx.ok());
+  kvidx::Indexer idx = std::move(created_idx).value();
+  auto created = EngineFeed::create(EngineFormat::vllm);
+  ASSERT_TRUE(created.ok());
+  EngineFeed feed = std::move(created).value();
+  const auto payload = fixture(kOneBlock);
+  constexpr int kThreads = 4;
+  constexpr std::uint64_t kBatches = 50;
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::uint64_t seq = 0; seq < kBatches; ++seq) {
+        auto r = feed.apply(idx, 40 + static_cast<std::uint64_t>(t), 0, kvidx::seq_frame(seq),
+                            payload);
+        const SeqStatus want = seq == 0 ? SeqStatus::first : SeqStatus::in_order;
+        if (!r.ok() || r->seq() != want) ++failures[static_cast<std::size_t>(t)];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int f : failures) EXPECT_EQ(f, 0);
+  ASSERT_EQ(idx.flush(), Errc::ok);
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 4)), "40/0:1 41/0:1 42/0:1 43/0:1");
+  auto st = feed.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->batches, kThreads * kBatches);
+  EXPECT_EQ(st->gaps + st->restarts, 0u);
+}
+
+}  // namespace
