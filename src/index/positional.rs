@@ -258,20 +258,19 @@ impl PositionalIndex {
             return false;
         };
         self.registry.add_blocks(-1);
-        let info = blocks
-            .identities
-            .get_mut(&identity)
-            .expect("every name's identity is recorded");
-        info.names -= 1;
+        let MapEntry::Occupied(mut entry) = blocks.identities.entry(identity) else {
+            unreachable!("every name's identity is recorded");
+        };
+        entry.get_mut().names -= 1;
+        let info = *entry.get();
         if info.names > 0 {
             return true;
         }
-        let info = *info;
+        if info.children == 0 {
+            entry.remove();
+        }
         self.detach(info.position, info.local, identity, slot);
         blocks.orphans += info.children;
-        if info.children == 0 {
-            blocks.identities.remove(&identity);
-        }
         if info.position > 0 {
             if let MapEntry::Occupied(mut parent) = blocks.identities.entry(info.parent) {
                 let parent_info = parent.get_mut();
@@ -343,10 +342,10 @@ impl PositionalIndex {
     ) -> Option<Outcome> {
         self.registry.with_worker(worker, create, |entry| {
             let info = self.registry.slot_info(entry.slot).expect("slot allocated");
-            info.unsafe_jumps.store(1, Ordering::SeqCst);
+            info.unsafe_jumps.store(1, Ordering::Release);
             let outcome = change(&mut entry.state, entry.slot);
             info.unsafe_jumps
-                .store(u32::from(entry.state.orphans > 0), Ordering::SeqCst);
+                .store(u32::from(entry.state.orphans > 0), Ordering::Release);
             outcome
         })
     }
@@ -355,7 +354,7 @@ impl PositionalIndex {
     fn jump_safe(&self, slot: u32) -> bool {
         self.registry
             .slot_info(slot)
-            .is_some_and(|info| info.unsafe_jumps.load(Ordering::SeqCst) == 0)
+            .is_some_and(|info| info.unsafe_jumps.load(Ordering::Acquire) == 0)
     }
 
     /// Calls `f` with the holders of `identity` at `position` under local hash `local`.

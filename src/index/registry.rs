@@ -76,28 +76,29 @@ impl<S: Default> Registry<S> {
         create: bool,
         f: impl FnOnce(&mut Entry<S>) -> R,
     ) -> Option<R> {
+        let mut f = Some(f);
         loop {
-            let entry = if create {
-                Arc::clone(
-                    self.workers
-                        .entry(worker)
-                        .or_insert_with(|| {
-                            Arc::new(Mutex::new(Entry {
-                                slot: self.allocate_slot(worker),
-                                state: S::default(),
-                                removed: false,
-                            }))
-                        })
-                        .value(),
-                )
-            } else {
-                Arc::clone(self.workers.get(&worker)?.value())
-            };
-            let mut guard = entry.lock();
-            if guard.removed {
+            // Fast path: a known worker is found under a shard read lock, no Arc clone.
+            // Holding that read lock while `f` runs only delays creating or removing other
+            // workers of the same shard; `f` never touches this map.
+            if let Some(shared) = self.workers.get(&worker) {
+                let mut guard = shared.lock();
+                if !guard.removed {
+                    let f = f.take().expect("f runs once");
+                    return Some(f(&mut guard));
+                }
                 continue; // removed between lookup and lock: look again
             }
-            return Some(f(&mut guard));
+            if !create {
+                return None;
+            }
+            self.workers.entry(worker).or_insert_with(|| {
+                Arc::new(Mutex::new(Entry {
+                    slot: self.allocate_slot(worker),
+                    state: S::default(),
+                    removed: false,
+                }))
+            });
         }
     }
 

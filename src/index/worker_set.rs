@@ -1,8 +1,11 @@
 //! Sorted sets of worker slots, and the merge operations queries use on them.
 
-/// A set of worker slots kept sorted, compact for the common small case.
+use smallvec::SmallVec;
+
+/// A set of worker slots kept sorted. Up to four slots live inline (no allocation), which
+/// covers most blocks: a block is usually cached by few workers.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct WorkerSet(Vec<u32>);
+pub(crate) struct WorkerSet(SmallVec<[u32; 4]>);
 
 impl WorkerSet {
     /// Adds a slot; returns false if it was there already.
@@ -21,7 +24,7 @@ impl WorkerSet {
         match self.0.binary_search(&slot) {
             Ok(at) => {
                 self.0.remove(at);
-                if self.0.capacity() > 8 && self.0.len() * 4 < self.0.capacity() {
+                if self.0.spilled() && self.0.len() * 4 < self.0.capacity() {
                     self.0.shrink_to_fit();
                 }
                 true
