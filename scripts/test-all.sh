@@ -4,7 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export PROPTEST_CASES="${PROPTEST_CASES:-}"
 echo "== cargo fmt --check"; cargo fmt --all -- --check
 echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"; cargo test --workspace
