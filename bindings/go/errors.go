@@ -20,6 +20,7 @@ const (
 	StatusShutDown        Status = 5 // the indexer's event threads are gone
 	StatusPanic           Status = 6 // an internal bug was caught at the library's boundary
 	StatusPoisoned        Status = 7 // a panic happened earlier on this indexer; close it
+	StatusMalformed       Status = 8 // engine ingestion: the payload is not a valid batch
 )
 
 // Sentinel errors, one per failure status, for errors.Is.
@@ -31,10 +32,12 @@ var (
 	ErrShutDown        error = StatusShutDown
 	ErrPanic           error = StatusPanic
 	ErrPoisoned        error = StatusPoisoned
+	ErrMalformed       error = StatusMalformed
 )
 
-// ErrClosed is returned by every method of an [Indexer] after [Indexer.Close].
-var ErrClosed = errors.New("kvidx: indexer is closed")
+// ErrClosed is returned by every method of an [Indexer] after [Indexer.Close], and of an
+// [EngineFeed] after [EngineFeed.Close] (or when the indexer it is given is closed).
+var ErrClosed = errors.New("kvidx: use of closed handle")
 
 // ErrLibraryUnavailable is returned (wrapped, with the reason) when the library cannot be used:
 // the purego back end could not load libkvidx or its symbols, or either back end found a
@@ -60,6 +63,8 @@ func (s Status) String() string {
 		return "internal panic caught at the boundary"
 	case StatusPoisoned:
 		return "indexer poisoned by an earlier panic"
+	case StatusMalformed:
+		return "malformed engine payload, nothing applied"
 	default:
 		return "unknown status " + strconv.FormatUint(uint64(s), 10)
 	}

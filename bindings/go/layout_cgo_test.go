@@ -22,4 +22,15 @@ func TestLayoutMatchesTheHeader(t *testing.T) {
 	if c := cOffsets(); !slices.Equal(goOffsets, c) {
 		t.Fatalf("cEvent offsets %v, header %v", goOffsets, c)
 	}
+	var r cBatchResult
+	rOffsets := []uintptr{
+		unsafe.Offsetof(r.eventsDecoded), unsafe.Offsetof(r.eventsSubmitted),
+		unsafe.Offsetof(r.eventsRejected), unsafe.Offsetof(r.skippedUnknownTag),
+		unsafe.Offsetof(r.skippedFiltered), unsafe.Offsetof(r.skippedUnhashable),
+		unsafe.Offsetof(r.seqExpected), unsafe.Offsetof(r.batchesMissed),
+		unsafe.Offsetof(r.dpRank), unsafe.Offsetof(r.seqStatus), unsafe.Offsetof(r.workerCleared),
+	}
+	if c := cBatchResultOffsets(); !slices.Equal(rOffsets, c) {
+		t.Fatalf("cBatchResult offsets %v, header %v", rOffsets, c)
+	}
 }

@@ -28,4 +28,19 @@ func TestLayoutMatchesTheCABI(t *testing.T) {
 	if unsafe.Sizeof(Block{}) != 16 || unsafe.Sizeof(Stats{}) != 40 || unsafe.Sizeof(cConfig{}) != 12 {
 		t.Fatal("Block, Stats or cConfig layout")
 	}
+	var r cBatchResult
+	rOffsets := []uintptr{
+		unsafe.Offsetof(r.eventsDecoded), unsafe.Offsetof(r.eventsSubmitted),
+		unsafe.Offsetof(r.eventsRejected), unsafe.Offsetof(r.skippedUnknownTag),
+		unsafe.Offsetof(r.skippedFiltered), unsafe.Offsetof(r.skippedUnhashable),
+		unsafe.Offsetof(r.seqExpected), unsafe.Offsetof(r.batchesMissed),
+		unsafe.Offsetof(r.dpRank), unsafe.Offsetof(r.seqStatus), unsafe.Offsetof(r.workerCleared),
+	}
+	rLP64 := []uintptr{0, 8, 16, 24, 32, 40, 48, 56, 64, 68, 72}
+	if !slices.Equal(rOffsets, rLP64) || unsafe.Sizeof(r) != 80 {
+		t.Fatalf("cBatchResult offsets %v size %d, want %v size 80", rOffsets, unsafe.Sizeof(r), rLP64)
+	}
+	if unsafe.Sizeof(EngineStats{}) != 80 || unsafe.Offsetof(EngineStats{}.WorkersCleared) != 72 {
+		t.Fatal("EngineStats layout")
+	}
 }

@@ -8,6 +8,7 @@ package kvidx
 // The define changes nothing in the code: it makes the static build's flags differ from the
 // dynamic one's, because the go build cache hashes cgo flags but not pkg-config's output.
 #cgo kvidx_static CFLAGS: -DKVIDX_GO_STATIC=1
+#include <string.h>
 #include <kvidx.h>
 
 // Small shims that return the out-length or the stats by value, so the Go side needs no
@@ -43,6 +44,46 @@ static kvidx_go_new kvidx_go_new_indexer(kvidx_config cfg) {
 	r.status = (uint32_t)kvidx_new(&cfg, &r.ix);
 	return r;
 }
+
+// Engine ingestion: the batch result comes back by value with the status.
+typedef struct kvidx_go_batch { uint32_t status; kvidx_engine_batch_result result; } kvidx_go_batch;
+
+static kvidx_go_batch kvidx_go_apply_engine_batch(kvidx_indexer *ix, uint32_t format,
+                                                  uint64_t worker, uint32_t rank,
+                                                  const uint8_t *payload, size_t len) {
+	kvidx_go_batch r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_apply_engine_batch(ix, format, worker, rank, payload, len,
+	                                              &r.result);
+	return r;
+}
+
+static kvidx_go_batch kvidx_go_feed_apply(kvidx_engine_feed *feed, kvidx_indexer *ix,
+                                          uint64_t worker, uint32_t rank, const uint8_t *seq,
+                                          size_t seq_len, const uint8_t *payload, size_t len) {
+	kvidx_go_batch r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_engine_feed_apply(feed, ix, worker, rank, seq, seq_len, payload,
+	                                             len, &r.result);
+	return r;
+}
+
+typedef struct kvidx_go_feed { uint32_t status; kvidx_engine_feed *feed; } kvidx_go_feed;
+
+static kvidx_go_feed kvidx_go_feed_new(uint32_t format, uint32_t flags) {
+	kvidx_go_feed r = {0, NULL};
+	r.status = (uint32_t)kvidx_engine_feed_new(format, flags, &r.feed);
+	return r;
+}
+
+typedef struct kvidx_go_feed_stats { uint32_t status; kvidx_engine_stats stats; } kvidx_go_feed_stats;
+
+static kvidx_go_feed_stats kvidx_go_feed_get_stats(const kvidx_engine_feed *feed) {
+	kvidx_go_feed_stats r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_engine_feed_stats(feed, &r.stats);
+	return r;
+}
 */
 import "C"
 
@@ -56,13 +97,18 @@ import (
 const backendName = "cgo"
 
 // hotPathAllocs is the number of heap allocations of one FindMatchesInto call with room in
-// dst: none on the cgo back end.
+// dst, and of one ApplyEngineBatch or EngineFeed.Apply call: none on the cgo back end.
 const hotPathAllocs = 0
 
 // handle is the library's opaque indexer pointer (C memory).
 type handle = *C.kvidx_indexer
 
 var nilHandle handle
+
+// feedHandle is the library's opaque engine feed pointer (C memory).
+type feedHandle = *C.kvidx_engine_feed
+
+var nilFeed feedHandle
 
 // Compile-time layout checks: each expression is a negative constant (a compile error) unless
 // the Go mirror and the C struct have the same size.
@@ -79,6 +125,24 @@ const (
 	_ = uint(C.sizeof_kvidx_config - unsafe.Sizeof(cConfig{}))
 	_ = uint(ABIVersion - C.KVIDX_ABI_VERSION)
 	_ = uint(C.KVIDX_ABI_VERSION - ABIVersion)
+	_ = uint(unsafe.Sizeof(cBatchResult{}) - C.sizeof_kvidx_engine_batch_result)
+	_ = uint(C.sizeof_kvidx_engine_batch_result - unsafe.Sizeof(cBatchResult{}))
+	_ = uint(unsafe.Sizeof(EngineStats{}) - C.sizeof_kvidx_engine_stats)
+	_ = uint(C.sizeof_kvidx_engine_stats - unsafe.Sizeof(EngineStats{}))
+	_ = uint(StatusMalformed - C.KVIDX_ERR_MALFORMED)
+	_ = uint(C.KVIDX_ERR_MALFORMED - StatusMalformed)
+	_ = uint(EngineVLLM - C.KVIDX_ENGINE_VLLM)
+	_ = uint(C.KVIDX_ENGINE_VLLM - EngineVLLM)
+	_ = uint(EngineSGLang - C.KVIDX_ENGINE_SGLANG)
+	_ = uint(C.KVIDX_ENGINE_SGLANG - EngineSGLang)
+	_ = uint(EngineTRTLLM - C.KVIDX_ENGINE_TRTLLM)
+	_ = uint(C.KVIDX_ENGINE_TRTLLM - EngineTRTLLM)
+	_ = uint(DPRankFromBatch - C.KVIDX_DP_RANK_FROM_BATCH)
+	_ = uint(C.KVIDX_DP_RANK_FROM_BATCH - DPRankFromBatch)
+	_ = uint(SeqRestart - C.KVIDX_SEQ_RESTART)
+	_ = uint(C.KVIDX_SEQ_RESTART - SeqRestart)
+	_ = uint(FeedHashTokensOnly - C.KVIDX_FEED_HASH_TOKENS_ONLY)
+	_ = uint(C.KVIDX_FEED_HASH_TOKENS_ONLY - FeedHashTokensOnly)
 )
 
 // cOffsets returns the C offsets of kvidx_event's fields, for the layout test.
@@ -90,6 +154,20 @@ func cOffsets() []uintptr {
 		unsafe.Offsetof(e.parent_seq_hash), unsafe.Offsetof(e.blocks),
 		unsafe.Offsetof(e.num_blocks), unsafe.Offsetof(e.seq_hashes),
 		unsafe.Offsetof(e.num_seq_hashes),
+	}
+}
+
+// cBatchResultOffsets returns the C offsets of kvidx_engine_batch_result's fields, for the
+// layout test.
+func cBatchResultOffsets() []uintptr {
+	var r C.kvidx_engine_batch_result
+	return []uintptr{
+		unsafe.Offsetof(r.events_decoded), unsafe.Offsetof(r.events_submitted),
+		unsafe.Offsetof(r.events_rejected), unsafe.Offsetof(r.skipped_unknown_tag),
+		unsafe.Offsetof(r.skipped_filtered), unsafe.Offsetof(r.skipped_unhashable),
+		unsafe.Offsetof(r.seq_expected), unsafe.Offsetof(r.batches_missed),
+		unsafe.Offsetof(r.dp_rank), unsafe.Offsetof(r.seq_status),
+		unsafe.Offsetof(r.worker_cleared),
 	}
 }
 
@@ -165,3 +243,30 @@ func libVersion() string { return C.GoString(C.kvidx_version()) }
 func libABIVersion() uint32 { return uint32(C.kvidx_abi_version()) }
 
 func libDebugPanic(h handle) Status { return Status(C.kvidx_debug_panic(h)) }
+
+func libApplyEngineBatch(h handle, format uint32, worker uint64, rank uint32, p *byte, n int) (Status, cBatchResult) {
+	r := C.kvidx_go_apply_engine_batch(h, C.uint32_t(format), C.uint64_t(worker), C.uint32_t(rank),
+		(*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n))
+	return Status(r.status), *(*cBatchResult)(unsafe.Pointer(&r.result))
+}
+
+func libFeedNew(format, flags uint32) (feedHandle, Status) {
+	r := C.kvidx_go_feed_new(C.uint32_t(format), C.uint32_t(flags))
+	return r.feed, Status(r.status)
+}
+
+func libFeedFree(f feedHandle) { C.kvidx_engine_feed_free(f) }
+
+func libFeedApply(f feedHandle, h handle, worker uint64, rank uint32, seq *byte, seqLen int, p *byte, n int) (Status, cBatchResult) {
+	r := C.kvidx_go_feed_apply(f, h, C.uint64_t(worker), C.uint32_t(rank),
+		(*C.uint8_t)(unsafe.Pointer(seq)), C.size_t(seqLen), (*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n))
+	return Status(r.status), *(*cBatchResult)(unsafe.Pointer(&r.result))
+}
+
+func libFeedStats(f feedHandle, out *EngineStats) Status {
+	r := C.kvidx_go_feed_get_stats(f)
+	if r.status == C.uint32_t(StatusOK) {
+		*out = *(*EngineStats)(unsafe.Pointer(&r.stats))
+	}
+	return Status(r.status)
+}

@@ -17,7 +17,8 @@ import (
 const backendName = "purego"
 
 // hotPathAllocs is the number of heap allocations of one FindMatchesInto call with room in
-// dst: purego.SyscallN's variadic argument slice escapes to the heap (48 bytes per call).
+// dst, and of one ApplyEngineBatch or EngineFeed.Apply call: purego.SyscallN's variadic
+// argument slice escapes to the heap (8 bytes per argument: 48 bytes for FindMatchesInto).
 const hotPathAllocs = 1
 
 // LibraryPathEnv names the environment variable holding the path of the shared library the
@@ -29,10 +30,16 @@ type handle = uintptr
 
 var nilHandle handle
 
+// feedHandle is the library's opaque engine feed pointer, held as an integer (C memory).
+type feedHandle = uintptr
+
+var nilFeed feedHandle
+
 // lib holds the addresses of the C functions, resolved once by load.
 var lib struct {
 	new, free, applyEvent, applyEvents, removeWorker, removeWorkerDpRank, flush uintptr
 	findMatches, getStats, hashTokens, seqHashes, debugPanic                    uintptr
+	applyEngineBatch, feedNew, feedFree, feedApply, feedStats                   uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -43,6 +50,9 @@ var lib struct {
 type lenCell struct{ n uintptr }
 
 var lenPool = sync.Pool{New: func() any { return new(lenCell) }}
+
+// resultPool holds heap cells for the engine batch result out-parameter.
+var resultPool = sync.Pool{New: func() any { return new(cBatchResult) }}
 
 var loadOnce = sync.OnceValue(func() error {
 	if err := openLibrary(libraryCandidates()); err != nil {
@@ -89,6 +99,9 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_flush", &lib.flush}, {"kvidx_find_matches", &lib.findMatches},
 		{"kvidx_get_stats", &lib.getStats}, {"kvidx_hash_tokens", &lib.hashTokens},
 		{"kvidx_seq_hashes", &lib.seqHashes}, {"kvidx_debug_panic", &lib.debugPanic},
+		{"kvidx_apply_engine_batch", &lib.applyEngineBatch},
+		{"kvidx_engine_feed_new", &lib.feedNew}, {"kvidx_engine_feed_free", &lib.feedFree},
+		{"kvidx_engine_feed_apply", &lib.feedApply}, {"kvidx_engine_feed_stats", &lib.feedStats},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			return err
@@ -180,3 +193,36 @@ func libVersion() string { return lib.version() }
 func libABIVersion() uint32 { return lib.abiVersion() }
 
 func libDebugPanic(h handle) Status { return status(purego.SyscallN(lib.debugPanic, h)) }
+
+func libApplyEngineBatch(h handle, format uint32, worker uint64, rank uint32, p *byte, n int) (Status, cBatchResult) {
+	cell := resultPool.Get().(*cBatchResult)
+	*cell = cBatchResult{}
+	st := status(purego.SyscallN(lib.applyEngineBatch, h, uintptr(format), uintptr(worker),
+		uintptr(rank), uintptr(unsafe.Pointer(p)), uintptr(n), uintptr(unsafe.Pointer(cell))))
+	r := *cell
+	resultPool.Put(cell)
+	return st, r
+}
+
+func libFeedNew(format, flags uint32) (feedHandle, Status) {
+	out := new(uintptr)
+	st := status(purego.SyscallN(lib.feedNew, uintptr(format), uintptr(flags), uintptr(unsafe.Pointer(out))))
+	return *out, st
+}
+
+func libFeedFree(f feedHandle) { purego.SyscallN(lib.feedFree, f) }
+
+func libFeedApply(f feedHandle, h handle, worker uint64, rank uint32, seq *byte, seqLen int, p *byte, n int) (Status, cBatchResult) {
+	cell := resultPool.Get().(*cBatchResult)
+	*cell = cBatchResult{}
+	st := status(purego.SyscallN(lib.feedApply, f, h, uintptr(worker), uintptr(rank),
+		uintptr(unsafe.Pointer(seq)), uintptr(seqLen), uintptr(unsafe.Pointer(p)), uintptr(n),
+		uintptr(unsafe.Pointer(cell))))
+	r := *cell
+	resultPool.Put(cell)
+	return st, r
+}
+
+func libFeedStats(f feedHandle, out *EngineStats) Status {
+	return status(purego.SyscallN(lib.feedStats, f, uintptr(unsafe.Pointer(out))))
+}
