@@ -435,3 +435,34 @@ func TestEngineStrings(t *testing.T) {
 		t.Fatalf("library text for status 8: %q", s)
 	}
 }
+
+// Decoding and applying a 3-event TensorRT-LLM batch (stores of 2 and 1 blocks, a removal),
+// synchronously, directly and through a feed with in-order sequence frames.
+func BenchmarkApplyEngineBatch(b *testing.B) {
+	payload := fixture(b, fixTRTLLM)
+	b.Run("direct", func(b *testing.B) {
+		ix := mustNew(b, Config{EventThreads: 0})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ix.ApplyEngineBatch(EngineTRTLLM, 1, 0, payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)*3/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("feed", func(b *testing.B) {
+		ix := mustNew(b, Config{EventThreads: 0})
+		feed := mustFeed(b, EngineTRTLLM, 0)
+		frame := make([]byte, 8)
+		var seq uint64
+		b.ReportAllocs()
+		for b.Loop() {
+			binary.BigEndian.PutUint64(frame, seq)
+			seq++
+			if _, err := feed.Apply(ix, 1, 0, frame, payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)*3/b.Elapsed().Seconds(), "events/s")
+	})
+}

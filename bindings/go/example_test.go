@@ -1,6 +1,8 @@
 package kvidx_test
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -69,4 +71,62 @@ func ExampleStatusError() {
 	// Output:
 	// true
 	// kvidx: ApplyEvent: parent block not found (status 4)
+}
+
+// vllmBatch is a KVEventBatch as vLLM publishes it (the array form of the facts file's
+// annotated example): one BlockStored of tokens 1-4 as one block of 4, on dp rank 0.
+const vllmBatch = "93cb3ff8000000000000919cab426c6f636b53746f72656491cfffffffffffffffffc0" +
+	"940102030404c0a3475055c091c000ae66756c6c5f617474656e74696f6ec000"
+
+// Apply the bytes an engine publishes (the last frame of its ZMQ message) without decoding
+// them in Go.
+func ExampleIndexer_ApplyEngineBatch() {
+	ix, _ := kvidx.New(kvidx.Config{}) // synchronous
+	defer ix.Close()
+	payload, _ := hex.DecodeString(vllmBatch)
+
+	r, err := ix.ApplyEngineBatch(kvidx.EngineVLLM, 7, kvidx.DPRankFromBatch, payload)
+	fmt.Println(r.EventsDecoded, r.EventsSubmitted, r.DpRank, err)
+
+	local, _ := kvidx.HashTokens([]uint32{1, 2, 3, 4}, 4)
+	matches, _ := ix.FindMatches(local)
+	fmt.Printf("worker %d holds %d block(s)\n", matches[0].WorkerID, matches[0].Depth)
+
+	_, err = ix.ApplyEngineBatch(kvidx.EngineVLLM, 7, 0, payload[:10])
+	fmt.Println(errors.Is(err, kvidx.ErrMalformed))
+	// Output:
+	// 1 1 0 <nil>
+	// worker 7 holds 1 block(s)
+	// true
+}
+
+// Track each publisher's batch sequence (the 8-byte big-endian second frame of its ZMQ
+// messages): a gap or a restart clears the worker before the batch is applied.
+func ExampleEngineFeed() {
+	ix, _ := kvidx.New(kvidx.Config{})
+	defer ix.Close()
+	feed, err := kvidx.NewEngineFeed(kvidx.EngineVLLM, 0) // 0: clear on gaps and restarts
+	if err != nil {
+		panic(err)
+	}
+	defer feed.Close()
+	payload, _ := hex.DecodeString(vllmBatch)
+
+	for _, seq := range []uint64{0, 1, 4, 2} {
+		frame := binary.BigEndian.AppendUint64(nil, seq)
+		r, err := feed.Apply(ix, 7, kvidx.DPRankFromBatch, frame, payload)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("seq %d: %v, expected %d, missed %d, worker cleared %v\n",
+			seq, r.Seq, r.SeqExpected, r.BatchesMissed, r.WorkerCleared)
+	}
+	st, _ := feed.Stats()
+	fmt.Printf("%d batches, %d gap(s), %d restart(s)\n", st.Batches, st.Gaps, st.Restarts)
+	// Output:
+	// seq 0: first, expected 0, missed 0, worker cleared false
+	// seq 1: in order, expected 0, missed 0, worker cleared false
+	// seq 4: gap, expected 2, missed 2, worker cleared true
+	// seq 2: restart, expected 5, missed 0, worker cleared true
+	// 4 batches, 1 gap(s), 1 restart(s)
 }
