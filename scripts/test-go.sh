@@ -2,7 +2,8 @@
 # Go binding and example router: installs the C library (scripts/install.sh), then runs go vet
 # and every Go test in both back ends (cgo with dynamic and static linking; purego with
 # CGO_ENABLED=0), under the race detector and under GOEXPERIMENT=cgocheck2, and checks what
-# each binary links. Exits non-zero on the first failure.
+# each binary links. The engine-ingestion tests read the committed payloads of
+# tests/fixtures/engine/. Exits non-zero on the first failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

@@ -18,9 +18,16 @@
 // the cgo back end, and may be called from any number of goroutines at once, also while events
 // are applied.
 //
+// Engine events: [Indexer.ApplyEngineBatch] takes the msgpack KVEventBatch payload that
+// vLLM, SGLang or TensorRT-LLM publish over ZMQ ([EngineFormat]) and decodes and applies it in
+// the library; bytes that are not a batch fail with [ErrMalformed] and change nothing. An
+// [EngineFeed] also tracks each publisher's 8-byte big-endian batch sequence, reports gaps and
+// restarts ([SeqStatus]) and by default clears the worker before applying such a batch
+// ([FeedFlags] change that).
+//
 // Errors returned by the library are [*StatusError] values that wrap a [Status]; test them with
-// errors.Is against the sentinels ([ErrParentNotFound], [ErrInvalidArgument], ...). Calls on a
-// closed [Indexer] return [ErrClosed].
+// errors.Is against the sentinels ([ErrParentNotFound], [ErrInvalidArgument], [ErrMalformed],
+// ...). Calls on a closed [Indexer] or [EngineFeed] return [ErrClosed].
 //
 // Events whose blocks live in Go memory cannot be handed to C as they are (an array of C event
 // structs pointing at Go slices is a Go pointer to Go pointers). The binding copies the blocks
