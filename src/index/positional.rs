@@ -2,7 +2,9 @@
 //! searched with exact jumps.
 //!
 //! # Layout
-//! `levels[p]` maps a local hash to the identities seen at position `p` with that local hash
+//! `levels[p]` (one hash map per position behind its own reader-writer lock: writers of
+//! different positions never meet, readers share) maps a local hash to the identities seen at
+//! position `p` with that local hash
 //! (usually one: [`Candidates::Single`]; several when different prefixes end in the same block
 //! content: [`Candidates::Multi`]), each with the sorted set of worker slots holding it.
 //!
@@ -21,8 +23,7 @@ use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
-use dashmap::DashMap;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
 
 use super::registry::Registry;
 use super::segmented::Segmented;
@@ -112,7 +113,7 @@ fn list_is_empty(c: &Candidates) -> bool {
     matches!(c, Candidates::Multi(list) if list.is_empty())
 }
 
-type Level = DashMap<u64, Candidates, FxBuildHasher>;
+type Level = parking_lot::RwLock<FxHashMap<u64, Candidates>>;
 
 /// What a worker knows of one identity it holds (or of a parent some held block points to).
 #[derive(Debug, Clone, Copy)]
@@ -178,11 +179,12 @@ impl PositionalIndex {
     fn level_or_create(&self, position: u32) -> &Level {
         self.levels
             .get_or_alloc(position as usize)
-            .get_or_init(|| DashMap::with_hasher_and_shard_amount(FxBuildHasher, 4))
+            .get_or_init(|| parking_lot::RwLock::new(FxHashMap::default()))
     }
 
     fn attach(&self, block: &Placed, slot: u32) {
         self.level_or_create(block.position)
+            .write()
             .entry(block.local)
             .or_insert_with(|| Candidates::Single {
                 identity: block.identity,
@@ -196,7 +198,7 @@ impl PositionalIndex {
         let Some(level) = self.level(position) else {
             return;
         };
-        if let dashmap::mapref::entry::Entry::Occupied(mut entry) = level.entry(local) {
+        if let MapEntry::Occupied(mut entry) = level.write().entry(local) {
             if entry.get_mut().remove(identity, slot) {
                 entry.remove();
             }
@@ -366,12 +368,11 @@ impl PositionalIndex {
         identity: u64,
         f: impl FnOnce(&[u32]) -> R,
     ) -> R {
-        let holders = self
-            .levels
-            .get(position)
-            .and_then(OnceLock::get)
-            .and_then(|level| level.get(&local));
-        match holders.as_deref().and_then(|c| c.holders(identity)) {
+        let Some(level) = self.levels.get(position).and_then(OnceLock::get) else {
+            return f(&[]);
+        };
+        let level = level.read();
+        match level.get(&local).and_then(|c| c.holders(identity)) {
             Some(set) => f(set.as_slice()),
             None => f(&[]),
         }
@@ -592,9 +593,9 @@ mod tests {
             let mut identities = 0;
             for position in 0..1024u32 {
                 if let Some(level) = self.level(position) {
-                    for entry in level.iter() {
+                    for (_, value) in level.read().iter() {
                         entries += 1;
-                        identities += match entry.value() {
+                        identities += match value {
                             Candidates::Single { .. } => 1,
                             Candidates::Multi(list) => list.len(),
                         };
