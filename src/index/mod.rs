@@ -35,6 +35,7 @@ pub enum BackendKind {
     Reference,
 }
 
+mod per_worker;
 mod registry;
 mod segmented;
 mod worker_set;

@@ -25,12 +25,12 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-use super::registry::Registry;
+use super::per_worker::{push_match, with_scratch, WorkerBlocks};
+use super::registry::{Entry, Registry};
 use super::segmented::Segmented;
 use super::worker_set::{merge_into, split_by, WorkerSet};
-use super::Backend;
 use crate::identity::{mix, IDENTITY_SEED};
-use crate::model::{sort_matches, EventData, Match, Outcome, RejectReason, Worker};
+use crate::model::{Block, Match, Outcome, RejectReason};
 
 /// Identities at one (position, local hash), with their holders.
 #[derive(Debug)]
@@ -129,7 +129,7 @@ struct IdentityInfo {
 
 /// One worker's blocks.
 #[derive(Debug, Default)]
-struct WorkerBlocks {
+pub(crate) struct WorkerState {
     /// Engine name -> identity.
     names: FxHashMap<u64, u64>,
     /// Identity -> what is known of it.
@@ -141,7 +141,7 @@ struct WorkerBlocks {
 /// See the module docs.
 pub struct PositionalIndex {
     levels: Segmented<OnceLock<Level>>,
-    registry: Registry<WorkerBlocks>,
+    registry: Registry<WorkerState>,
     jump_size: usize,
 }
 
@@ -206,7 +206,7 @@ impl PositionalIndex {
     }
 
     /// Gives `name` to the block; replaces what the name meant before, if different.
-    fn add_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64, block: Placed) {
+    fn add_name(&self, blocks: &mut WorkerState, slot: u32, name: u64, block: Placed) {
         match blocks.names.get(&name) {
             Some(&held) if held == block.identity => return,
             Some(_) => {
@@ -252,104 +252,6 @@ impl PositionalIndex {
             }
         }
         self.attach(&block, slot);
-    }
-
-    /// Drops a name; returns false if the worker did not hold it.
-    fn remove_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64) -> bool {
-        let Some(identity) = blocks.names.remove(&name) else {
-            return false;
-        };
-        self.registry.add_blocks(-1);
-        let MapEntry::Occupied(mut entry) = blocks.identities.entry(identity) else {
-            unreachable!("every name's identity is recorded");
-        };
-        entry.get_mut().names -= 1;
-        let info = *entry.get();
-        if info.names > 0 {
-            return true;
-        }
-        if info.children == 0 {
-            entry.remove();
-        }
-        self.detach(info.position, info.local, identity, slot);
-        blocks.orphans += info.children;
-        if info.position > 0 {
-            if let MapEntry::Occupied(mut parent) = blocks.identities.entry(info.parent) {
-                let parent_info = parent.get_mut();
-                parent_info.children -= 1;
-                if parent_info.names == 0 {
-                    blocks.orphans -= 1;
-                    if parent_info.children == 0 {
-                        parent.remove();
-                    }
-                }
-            }
-        }
-        true
-    }
-
-    fn clear(&self, blocks: &mut WorkerBlocks, slot: u32) {
-        for (&identity, info) in &blocks.identities {
-            if info.names > 0 {
-                self.detach(info.position, info.local, identity, slot);
-            }
-        }
-        self.registry.add_blocks(-(blocks.names.len() as i64));
-        *blocks = WorkerBlocks::default();
-    }
-
-    fn store(
-        &self,
-        blocks: &mut WorkerBlocks,
-        slot: u32,
-        parent: Option<u64>,
-        new_blocks: &[crate::model::Block],
-    ) -> Outcome {
-        let (mut position, mut prefix) = match parent {
-            None => (0u64, IDENTITY_SEED),
-            Some(name) => {
-                let Some(identity) = blocks.names.get(&name) else {
-                    return Outcome::Rejected(RejectReason::ParentNotFound);
-                };
-                let info = &blocks.identities[identity];
-                (u64::from(info.position) + 1, *identity)
-            }
-        };
-        if position + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
-            return Outcome::Rejected(RejectReason::PositionOverflow);
-        }
-        for block in new_blocks {
-            let identity = mix(prefix, block.local_hash);
-            let placed = Placed {
-                position: position as u32,
-                local: block.local_hash,
-                identity,
-                parent: prefix,
-            };
-            self.add_name(blocks, slot, block.seq_hash, placed);
-            prefix = identity;
-            position += 1;
-        }
-        Outcome::Applied {
-            unknown_removals: 0,
-        }
-    }
-
-    /// Runs a change to one worker with its jumps marked unsafe while it runs.
-    fn change_worker(
-        &self,
-        worker: Worker,
-        create: bool,
-        change: impl FnOnce(&mut WorkerBlocks, u32) -> Outcome,
-    ) -> Option<Outcome> {
-        self.registry.with_worker(worker, create, |entry| {
-            let info = self.registry.slot_info(entry.slot).expect("slot allocated");
-            info.unsafe_jumps.store(1, Ordering::Release);
-            let outcome = change(&mut entry.state, entry.slot);
-            info.unsafe_jumps
-                .store(u32::from(entry.state.orphans > 0), Ordering::Release);
-            outcome
-        })
     }
 
     #[inline]
@@ -414,7 +316,7 @@ impl PositionalIndex {
         }
     }
 
-    fn search(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
+    fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
         // Depths are u32: a query longer than the deepest possible chain cannot match further.
         let n = local_hashes.len().min(u32::MAX as usize);
         if n == 0 {
@@ -484,16 +386,6 @@ impl PositionalIndex {
     }
 }
 
-fn push_match(out: &mut Vec<Match>, worker: Worker, depth: usize) {
-    if depth > 0 {
-        out.push(Match {
-            worker_id: worker.worker_id,
-            dp_rank: worker.dp_rank,
-            depth: depth as u32,
-        });
-    }
-}
-
 /// Per-thread buffers of a query, reused so that queries allocate nothing once warm.
 #[derive(Default)]
 struct Scratch {
@@ -512,79 +404,120 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-impl Backend for PositionalIndex {
-    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
-        let applied = Outcome::Applied {
-            unknown_removals: 0,
-        };
-        let outcome = match data {
-            EventData::Stored { parent, blocks } if blocks.is_empty() => {
-                let _ = parent; // a Stored with no blocks is a no-op, whatever its parent
-                self.change_worker(worker, true, |_, _| applied)
-            }
-            EventData::Stored {
-                parent: Some(parent),
-                blocks,
-            } => self.change_worker(worker, false, |state, slot| {
-                self.store(state, slot, Some(*parent), blocks)
-            }),
-            EventData::Stored {
-                parent: None,
-                blocks,
-            } => self.change_worker(worker, true, |state, slot| {
-                self.store(state, slot, None, blocks)
-            }),
-            EventData::Removed { seq_hashes } => self.change_worker(worker, true, |state, slot| {
-                let unknown = seq_hashes
-                    .iter()
-                    .filter(|&&name| !self.remove_name(state, slot, name))
-                    .count();
-                Outcome::Applied {
-                    unknown_removals: unknown as u64,
-                }
-            }),
-            EventData::Cleared => self.change_worker(worker, true, |state, slot| {
-                self.clear(state, slot);
-                applied
-            }),
-        };
-        // An unknown worker cannot hold the parent.
-        outcome.unwrap_or(Outcome::Rejected(RejectReason::ParentNotFound))
+impl WorkerBlocks for PositionalIndex {
+    type State = WorkerState;
+
+    fn registry(&self) -> &Registry<WorkerState> {
+        &self.registry
     }
 
-    fn remove_worker(&self, worker_id: u64) {
-        for worker in self.registry.workers_with_id(worker_id) {
-            self.remove_worker_dp_rank(worker);
+    fn store(
+        &self,
+        blocks: &mut WorkerState,
+        slot: u32,
+        parent: Option<u64>,
+        new_blocks: &[Block],
+    ) -> Outcome {
+        let (mut position, mut prefix) = match parent {
+            None => (0u64, IDENTITY_SEED),
+            Some(name) => {
+                let Some(identity) = blocks.names.get(&name) else {
+                    return Outcome::Rejected(RejectReason::ParentNotFound);
+                };
+                let info = &blocks.identities[identity];
+                (u64::from(info.position) + 1, *identity)
+            }
+        };
+        if position + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+            return Outcome::Rejected(RejectReason::PositionOverflow);
+        }
+        for block in new_blocks {
+            let identity = mix(prefix, block.local_hash);
+            let placed = Placed {
+                position: position as u32,
+                local: block.local_hash,
+                identity,
+                parent: prefix,
+            };
+            self.add_name(blocks, slot, block.seq_hash, placed);
+            prefix = identity;
+            position += 1;
+        }
+        Outcome::Applied {
+            unknown_removals: 0,
         }
     }
 
-    fn remove_worker_dp_rank(&self, worker: Worker) {
-        self.registry
-            .remove(worker, |entry| self.clear(&mut entry.state, entry.slot));
+    fn remove_name(&self, blocks: &mut WorkerState, slot: u32, name: u64) -> bool {
+        let Some(identity) = blocks.names.remove(&name) else {
+            return false;
+        };
+        self.registry.add_blocks(-1);
+        let MapEntry::Occupied(mut entry) = blocks.identities.entry(identity) else {
+            unreachable!("every name's identity is recorded");
+        };
+        entry.get_mut().names -= 1;
+        let info = *entry.get();
+        if info.names > 0 {
+            return true;
+        }
+        if info.children == 0 {
+            entry.remove();
+        }
+        self.detach(info.position, info.local, identity, slot);
+        blocks.orphans += info.children;
+        if info.position > 0 {
+            if let MapEntry::Occupied(mut parent) = blocks.identities.entry(info.parent) {
+                let parent_info = parent.get_mut();
+                parent_info.children -= 1;
+                if parent_info.names == 0 {
+                    blocks.orphans -= 1;
+                    if parent_info.children == 0 {
+                        parent.remove();
+                    }
+                }
+            }
+        }
+        true
     }
 
-    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
-        out.clear();
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.search(local_hashes, &mut scratch, out),
-            Err(_) => self.search(local_hashes, &mut Scratch::default(), out),
+    fn clear(&self, blocks: &mut WorkerState, slot: u32) {
+        for (&identity, info) in &blocks.identities {
+            if info.names > 0 {
+                self.detach(info.position, info.local, identity, slot);
+            }
+        }
+        self.registry.add_blocks(-(blocks.names.len() as i64));
+        *blocks = WorkerState::default();
+    }
+
+    fn search(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        with_scratch(&SCRATCH, |scratch| {
+            self.search_with(local_hashes, scratch, out)
         });
-        sort_matches(out);
     }
 
-    fn workers(&self) -> u64 {
-        self.registry.len()
-    }
-
-    fn worker_blocks(&self) -> u64 {
-        self.registry.worker_blocks()
+    /// Marks the worker's jumps unsafe while its blocks change, then safe again if it has no
+    /// orphans, so that concurrent readers never trust a jump over a half-applied event.
+    fn around_change<R>(
+        &self,
+        entry: &mut Entry<WorkerState>,
+        change: impl FnOnce(&mut WorkerState, u32) -> R,
+    ) -> R {
+        let info = self.registry.slot_info(entry.slot).expect("slot allocated");
+        info.unsafe_jumps.store(1, Ordering::Release);
+        let result = change(&mut entry.state, entry.slot);
+        info.unsafe_jumps
+            .store(u32::from(entry.state.orphans > 0), Ordering::Release);
+        result
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Block, Event};
+    use crate::index::Backend;
+    use crate::model::{Event, Worker};
 
     impl PositionalIndex {
         /// (local-hash entries, identities with holders) over every level.

@@ -15,10 +15,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
+use super::per_worker::{push_match, with_scratch, WorkerBlocks};
 use super::registry::Registry;
 use super::worker_set::{split_by, WorkerSet};
-use super::Backend;
-use crate::model::{sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker};
+use crate::model::{Block, Match, Outcome, RejectReason};
 
 #[derive(Default)]
 struct NodeState {
@@ -44,7 +44,7 @@ impl Node {
 
 /// One worker's blocks: names and how many names each held node has.
 #[derive(Default)]
-struct WorkerBlocks {
+pub(crate) struct WorkerState {
     names: FxHashMap<u64, Arc<Node>>,
     held: FxHashMap<usize, u32>,
 }
@@ -52,7 +52,7 @@ struct WorkerBlocks {
 /// See the module docs.
 pub struct RadixIndex {
     root: Arc<Node>,
-    registry: Registry<WorkerBlocks>,
+    registry: Registry<WorkerState>,
 }
 
 impl std::fmt::Debug for RadixIndex {
@@ -128,7 +128,7 @@ impl RadixIndex {
         }
     }
 
-    fn add_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64, node: Arc<Node>) {
+    fn add_name(&self, blocks: &mut WorkerState, slot: u32, name: u64, node: Arc<Node>) {
         *blocks.held.entry(node.key()).or_insert(0) += 1;
         match blocks.names.insert(name, node) {
             Some(old) => self.release(blocks, slot, &old),
@@ -137,7 +137,7 @@ impl RadixIndex {
     }
 
     /// Drops one name's hold on `node`.
-    fn release(&self, blocks: &mut WorkerBlocks, slot: u32, node: &Arc<Node>) {
+    fn release(&self, blocks: &mut WorkerState, slot: u32, node: &Arc<Node>) {
         let MapEntry::Occupied(mut count) = blocks.held.entry(node.key()) else {
             unreachable!("every named node is counted");
         };
@@ -148,90 +148,7 @@ impl RadixIndex {
         }
     }
 
-    fn remove_name(&self, blocks: &mut WorkerBlocks, slot: u32, name: u64) -> bool {
-        match blocks.names.remove(&name) {
-            Some(node) => {
-                self.registry.add_blocks(-1);
-                self.release(blocks, slot, &node);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn clear(&self, blocks: &mut WorkerBlocks, slot: u32) {
-        self.registry.add_blocks(-(blocks.names.len() as i64));
-        let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(blocks.held.len());
-        let mut seen = FxHashMap::default();
-        for node in blocks.names.values() {
-            if seen.insert(node.key(), ()).is_none() {
-                nodes.push(Arc::clone(node));
-            }
-        }
-        *blocks = WorkerBlocks::default();
-        // Deepest first, so that parents are unlinked right after their last child.
-        nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.position));
-        for node in &nodes {
-            self.detach(node, slot);
-        }
-    }
-
-    fn store(
-        &self,
-        blocks: &mut WorkerBlocks,
-        slot: u32,
-        parent: Option<u64>,
-        new_blocks: &[Block],
-    ) -> Outcome {
-        let mut current = match parent {
-            None => Arc::clone(&self.root),
-            Some(name) => match blocks.names.get(&name) {
-                Some(node) => Arc::clone(node),
-                None => return Outcome::Rejected(RejectReason::ParentNotFound),
-            },
-        };
-        let first = if self.is_root(&current) {
-            0
-        } else {
-            u64::from(current.position) + 1
-        };
-        if first + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
-            return Outcome::Rejected(RejectReason::PositionOverflow);
-        }
-        for block in new_blocks {
-            let existing = current
-                .state
-                .read()
-                .children
-                .get(&block.local_hash)
-                .cloned();
-            if let (Some(child), Some(named)) = (&existing, blocks.names.get(&block.seq_hash)) {
-                if Arc::ptr_eq(child, named) {
-                    current = Arc::clone(child); // same name, same block: a no-op
-                    continue;
-                }
-            }
-            // Attach before dropping what the name meant: this keeps `current` pinned.
-            let child = self.attach(&current, block.local_hash, slot);
-            self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child));
-            current = child;
-        }
-        Outcome::Applied {
-            unknown_removals: 0,
-        }
-    }
-
-    fn change_worker(
-        &self,
-        worker: Worker,
-        create: bool,
-        change: impl FnOnce(&mut WorkerBlocks, u32) -> Outcome,
-    ) -> Option<Outcome> {
-        self.registry
-            .with_worker(worker, create, |entry| change(&mut entry.state, entry.slot))
-    }
-
-    fn search(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
+    fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
         let n = local_hashes.len().min(u32::MAX as usize);
         let mut node = Arc::clone(&self.root);
         let mut matched = 0usize;
@@ -275,16 +192,6 @@ impl RadixIndex {
     }
 }
 
-fn push_match(out: &mut Vec<Match>, worker: Worker, depth: usize) {
-    if depth > 0 {
-        out.push(Match {
-            worker_id: worker.worker_id,
-            dp_rank: worker.dp_rank,
-            depth: depth as u32,
-        });
-    }
-}
-
 #[derive(Default)]
 struct Scratch {
     active: Vec<u32>,
@@ -296,63 +203,90 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
-impl Backend for RadixIndex {
-    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
-        let applied = Outcome::Applied {
-            unknown_removals: 0,
-        };
-        let outcome = match data {
-            EventData::Stored { blocks, .. } if blocks.is_empty() => {
-                self.change_worker(worker, true, |_, _| applied)
-            }
-            EventData::Stored { parent, blocks } => {
-                self.change_worker(worker, parent.is_none(), |state, slot| {
-                    self.store(state, slot, *parent, blocks)
-                })
-            }
-            EventData::Removed { seq_hashes } => self.change_worker(worker, true, |state, slot| {
-                let unknown = seq_hashes
-                    .iter()
-                    .filter(|&&name| !self.remove_name(state, slot, name))
-                    .count();
-                Outcome::Applied {
-                    unknown_removals: unknown as u64,
-                }
-            }),
-            EventData::Cleared => self.change_worker(worker, true, |state, slot| {
-                self.clear(state, slot);
-                applied
-            }),
-        };
-        outcome.unwrap_or(Outcome::Rejected(RejectReason::ParentNotFound))
+impl WorkerBlocks for RadixIndex {
+    type State = WorkerState;
+
+    fn registry(&self) -> &Registry<WorkerState> {
+        &self.registry
     }
 
-    fn remove_worker(&self, worker_id: u64) {
-        for worker in self.registry.workers_with_id(worker_id) {
-            self.remove_worker_dp_rank(worker);
+    fn store(
+        &self,
+        blocks: &mut WorkerState,
+        slot: u32,
+        parent: Option<u64>,
+        new_blocks: &[Block],
+    ) -> Outcome {
+        let mut current = match parent {
+            None => Arc::clone(&self.root),
+            Some(name) => match blocks.names.get(&name) {
+                Some(node) => Arc::clone(node),
+                None => return Outcome::Rejected(RejectReason::ParentNotFound),
+            },
+        };
+        let first = if self.is_root(&current) {
+            0
+        } else {
+            u64::from(current.position) + 1
+        };
+        if first + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+            return Outcome::Rejected(RejectReason::PositionOverflow);
+        }
+        for block in new_blocks {
+            let existing = current
+                .state
+                .read()
+                .children
+                .get(&block.local_hash)
+                .cloned();
+            if let (Some(child), Some(named)) = (&existing, blocks.names.get(&block.seq_hash)) {
+                if Arc::ptr_eq(child, named) {
+                    current = Arc::clone(child); // same name, same block: a no-op
+                    continue;
+                }
+            }
+            // Attach before dropping what the name meant: this keeps `current` pinned.
+            let child = self.attach(&current, block.local_hash, slot);
+            self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child));
+            current = child;
+        }
+        Outcome::Applied {
+            unknown_removals: 0,
         }
     }
 
-    fn remove_worker_dp_rank(&self, worker: Worker) {
-        self.registry
-            .remove(worker, |entry| self.clear(&mut entry.state, entry.slot));
+    fn remove_name(&self, blocks: &mut WorkerState, slot: u32, name: u64) -> bool {
+        match blocks.names.remove(&name) {
+            Some(node) => {
+                self.registry.add_blocks(-1);
+                self.release(blocks, slot, &node);
+                true
+            }
+            None => false,
+        }
     }
 
-    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
-        out.clear();
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.search(local_hashes, &mut scratch, out),
-            Err(_) => self.search(local_hashes, &mut Scratch::default(), out),
+    fn clear(&self, blocks: &mut WorkerState, slot: u32) {
+        self.registry.add_blocks(-(blocks.names.len() as i64));
+        let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(blocks.held.len());
+        let mut seen = FxHashMap::default();
+        for node in blocks.names.values() {
+            if seen.insert(node.key(), ()).is_none() {
+                nodes.push(Arc::clone(node));
+            }
+        }
+        *blocks = WorkerState::default();
+        // Deepest first, so that parents are unlinked right after their last child.
+        nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.position));
+        for node in &nodes {
+            self.detach(node, slot);
+        }
+    }
+
+    fn search(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        with_scratch(&SCRATCH, |scratch| {
+            self.search_with(local_hashes, scratch, out)
         });
-        sort_matches(out);
-    }
-
-    fn workers(&self) -> u64 {
-        self.registry.len()
-    }
-
-    fn worker_blocks(&self) -> u64 {
-        self.registry.worker_blocks()
     }
 }
 
@@ -375,7 +309,8 @@ impl RadixIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Event;
+    use crate::index::Backend;
+    use crate::model::{Event, Worker};
 
     fn apply(index: &RadixIndex, event: Event) -> Outcome {
         index.apply(event.worker, &event.data)
