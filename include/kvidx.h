@@ -16,11 +16,13 @@
  *   an unknown value is KVIDX_ERR_INVALID_ARGUMENT. No function reads past the lengths given.
  *   Panics never cross the boundary: an internal bug returns KVIDX_ERR_PANIC and poisons the
  *   handle, after which every call on it returns KVIDX_ERR_POISONED; free it and make a new one.
- *   kvidx_status_str() describes any code.
+ *   Engine payloads (kvidx_apply_engine_batch, kvidx_engine_feed_apply) that do not decode give
+ *   KVIDX_ERR_MALFORMED and apply nothing. kvidx_status_str() describes any code.
  *
  * Ownership: the library keeps no caller pointer after a call returns (event arrays are
- *   copied). A handle from kvidx_new() is released with kvidx_free() exactly once. Strings
- *   returned are static and must not be freed. Nothing else is allocated for the caller.
+ *   copied). A handle from kvidx_new() is released with kvidx_free() exactly once, and a feed
+ *   from kvidx_engine_feed_new() with kvidx_engine_feed_free() exactly once. Strings returned
+ *   are static and must not be freed. Nothing else is allocated for the caller.
  *
  * Thread-safety: every function except kvidx_free() may be called concurrently on the same
  *   handle, from any threads; kvidx_free() must not overlap any other call on that handle.
