@@ -151,3 +151,54 @@ fn run_thread(applier: &Applier, jobs: &Receiver<Job>, failed: &AtomicBool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Backend;
+    use crate::model::{EventData, Match, Outcome};
+
+    /// A backend with a bug: it panics on every Cleared event.
+    struct PanicsOnClear;
+
+    impl Backend for PanicsOnClear {
+        fn apply(&self, _: Worker, data: &EventData) -> Outcome {
+            assert!(!matches!(data, EventData::Cleared), "injected bug");
+            Outcome::Applied {
+                unknown_removals: 0,
+            }
+        }
+        fn remove_worker(&self, _: u64) {}
+        fn remove_worker_dp_rank(&self, _: Worker) {}
+        fn find_matches_into(&self, _: &[u64], out: &mut Vec<Match>) {
+            out.clear();
+        }
+        fn workers(&self) -> u64 {
+            0
+        }
+        fn worker_blocks(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn a_panic_on_an_event_thread_shuts_the_pool_down_without_hanging() {
+        let applier = Arc::new(Applier::new(Box::new(PanicsOnClear)));
+        let pool = EventPool::start(Arc::clone(&applier), 2, 1).unwrap();
+        let w = Worker::new(3, 0);
+        pool.submit(Event::removed(w, 0, vec![])).unwrap();
+        pool.flush().unwrap();
+        assert_eq!(applier.stats().events_applied, 1);
+
+        pool.submit(Event::cleared(w, 1)).unwrap();
+        // The barrier is answered, with the failure, instead of waiting forever.
+        assert_eq!(pool.flush(), Err(Error::ShutDown));
+        assert_eq!(
+            pool.submit(Event::removed(w, 2, vec![])),
+            Err(Error::ShutDown)
+        );
+        assert_eq!(pool.remove_worker(3), Err(Error::ShutDown));
+        drop(pool); // joins the threads: none is stuck
+        assert_eq!(applier.stats().events_applied, 1);
+    }
+}
