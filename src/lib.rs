@@ -37,6 +37,7 @@ mod indexer;
 pub mod model;
 mod pool;
 pub mod reference;
+mod scratch;
 
 pub use index::{Backend, BackendKind};
 pub use indexer::{Config, Indexer, DEFAULT_JUMP_SIZE, DEFAULT_QUEUE_CAPACITY, MAX_EVENT_THREADS};

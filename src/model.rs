@@ -158,6 +158,12 @@ pub enum Outcome {
     Rejected(RejectReason),
 }
 
+/// Whether a chain of `len` blocks starting at position `first` stays within the largest
+/// position the index can hold (`u32::MAX`).
+pub(crate) fn chain_fits(first: u64, len: usize) -> bool {
+    first + len as u64 <= u64::from(u32::MAX) + 1
+}
+
 /// Why a Stored event was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectReason {
@@ -165,4 +171,20 @@ pub enum RejectReason {
     ParentNotFound,
     /// The chain would pass the largest position the index can hold (`u32::MAX`).
     PositionOverflow,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chains_fit_up_to_the_last_position() {
+        let max = u64::from(u32::MAX);
+        assert!(chain_fits(0, 1));
+        assert!(chain_fits(max, 1), "a block at position u32::MAX fits");
+        assert!(!chain_fits(max, 2));
+        assert!(chain_fits(max - 9, 10));
+        assert!(!chain_fits(max - 9, 11));
+        assert!(chain_fits(max + 1, 0), "an empty chain never overflows");
+    }
 }

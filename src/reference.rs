@@ -10,7 +10,9 @@ use parking_lot::Mutex;
 
 use crate::identity::{identities, mix, IDENTITY_SEED};
 use crate::index::Backend;
-use crate::model::{sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker};
+use crate::model::{
+    chain_fits, sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker,
+};
 
 /// One held block: where it sits in its chain and which prefix it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +46,7 @@ impl ReferenceIndex {
                 Some(held) => (u64::from(held.position) + 1, held.identity),
             },
         };
-        if position + blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+        if !chain_fits(position, blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
         for block in blocks {

@@ -6,6 +6,7 @@ use super::args;
 use super::boundary::export;
 use super::convert;
 use super::types::{kvidx_indexer, kvidx_match, kvidx_stats, kvidx_status};
+use crate::scratch::with_scratch;
 use crate::Match;
 
 /// Scratch vectors larger than this (in matches) are shrunk back after a query.
@@ -16,25 +17,16 @@ thread_local! {
     static SCRATCH: RefCell<Vec<Match>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with this thread's scratch vector, or a fresh one if it is unavailable (thread
-/// teardown, or re-entry).
-fn with_scratch<R>(f: impl FnOnce(&mut Vec<Match>) -> R) -> R {
-    let mut f = Some(f);
-    let reused = SCRATCH.try_with(|cell| {
-        let mut scratch = cell.try_borrow_mut().ok()?;
-        let f = f.take()?;
-        let result = f(&mut scratch);
+/// Runs `f` with this thread's scratch vector, shrinking it back after an unusually large answer.
+fn with_match_scratch<R>(f: impl FnOnce(&mut Vec<Match>) -> R) -> R {
+    with_scratch(&SCRATCH, |scratch| {
+        let result = f(scratch);
         if scratch.capacity() > SCRATCH_KEEP {
             scratch.clear();
             scratch.shrink_to(SCRATCH_KEEP);
         }
-        Some(result)
-    });
-    match (reused, f) {
-        (Ok(Some(result)), _) => result,
-        (_, Some(f)) => f(&mut Vec::new()),
-        (_, None) => unreachable!("the closure ran but gave no result"),
-    }
+        result
+    })
 }
 
 /// Finds the workers holding a prefix of the query (`num_hashes` local hashes), deepest first,
@@ -62,7 +54,7 @@ pub unsafe extern "C" fn kvidx_find_matches(
         args::check_array(out, out_cap)?;
         // SAFETY: the caller guarantees `num_hashes` readable entries at `local_hashes`.
         let query = unsafe { args::input(local_hashes, num_hashes) }?;
-        with_scratch(|matches| {
+        with_match_scratch(|matches| {
             ix.find_matches_into(query, matches);
             let needed = matches.len();
             if needed > out_cap {

@@ -4,9 +4,6 @@
 //! A type implementing [`WorkerBlocks`] is a [`Backend`]: the blanket implementation below
 //! applies events, removes workers and sorts query answers the same way for every backend.
 
-use std::cell::RefCell;
-use std::thread::LocalKey;
-
 use super::registry::{Entry, Registry};
 use super::Backend;
 use crate::model::{sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker};
@@ -115,16 +112,4 @@ pub(crate) fn push_match(out: &mut Vec<Match>, worker: Worker, depth: usize) {
             depth: depth as u32,
         });
     }
-}
-
-/// Runs `f` with this thread's scratch buffers (fresh ones if they are already in use), so
-/// that queries allocate nothing once warm.
-pub(crate) fn with_scratch<T: Default + 'static, R>(
-    key: &'static LocalKey<RefCell<T>>,
-    f: impl FnOnce(&mut T) -> R,
-) -> R {
-    key.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => f(&mut scratch),
-        Err(_) => f(&mut T::default()),
-    })
 }

@@ -25,12 +25,13 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-use super::per_worker::{push_match, with_scratch, WorkerBlocks};
+use super::per_worker::{push_match, WorkerBlocks};
 use super::registry::{Entry, Registry};
 use super::segmented::Segmented;
 use super::worker_set::{merge_into, split_by, WorkerSet};
 use crate::identity::{mix, IDENTITY_SEED};
-use crate::model::{Block, Match, Outcome, RejectReason};
+use crate::model::{chain_fits, Block, Match, Outcome, RejectReason};
+use crate::scratch::with_scratch;
 
 /// Identities at one (position, local hash), with their holders.
 #[derive(Debug)]
@@ -428,7 +429,7 @@ impl WorkerBlocks for PositionalIndex {
                 (u64::from(info.position) + 1, *identity)
             }
         };
-        if position + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+        if !chain_fits(position, new_blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
         for block in new_blocks {

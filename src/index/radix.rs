@@ -15,10 +15,11 @@ use std::sync::{Arc, Weak};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
-use super::per_worker::{push_match, with_scratch, WorkerBlocks};
+use super::per_worker::{push_match, WorkerBlocks};
 use super::registry::Registry;
 use super::worker_set::{split_by, WorkerSet};
-use crate::model::{Block, Match, Outcome, RejectReason};
+use crate::model::{chain_fits, Block, Match, Outcome, RejectReason};
+use crate::scratch::with_scratch;
 
 #[derive(Default)]
 struct NodeState {
@@ -229,7 +230,7 @@ impl WorkerBlocks for RadixIndex {
         } else {
             u64::from(current.position) + 1
         };
-        if first + new_blocks.len() as u64 - 1 > u64::from(u32::MAX) {
+        if !chain_fits(first, new_blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
         for block in new_blocks {
