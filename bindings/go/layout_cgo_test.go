@@ -11,14 +11,7 @@ import (
 // On the cgo back end the offsets can be read from the header itself (sizes are also checked
 // at compile time in lib_cgo.go).
 func TestLayoutMatchesTheHeader(t *testing.T) {
-	var e cEvent
-	goOffsets := []uintptr{
-		unsafe.Offsetof(e.kind), unsafe.Offsetof(e.workerID), unsafe.Offsetof(e.dpRank),
-		unsafe.Offsetof(e.eventID), unsafe.Offsetof(e.hasParent),
-		unsafe.Offsetof(e.parentSeqHash), unsafe.Offsetof(e.blocks),
-		unsafe.Offsetof(e.numBlocks), unsafe.Offsetof(e.seqHashes),
-		unsafe.Offsetof(e.numSeqHashes),
-	}
+	goOffsets := cEventOffsets()
 	if c := cOffsets(); !slices.Equal(goOffsets, c) {
 		t.Fatalf("cEvent offsets %v, header %v", goOffsets, c)
 	}

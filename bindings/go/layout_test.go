@@ -9,17 +9,10 @@ import (
 // The Go mirrors must have the C ABI's LP64 layout, so slices of them can be handed to C
 // as they are.
 func TestLayoutMatchesTheCABI(t *testing.T) {
-	var e cEvent
-	goOffsets := []uintptr{
-		unsafe.Offsetof(e.kind), unsafe.Offsetof(e.workerID), unsafe.Offsetof(e.dpRank),
-		unsafe.Offsetof(e.eventID), unsafe.Offsetof(e.hasParent),
-		unsafe.Offsetof(e.parentSeqHash), unsafe.Offsetof(e.blocks),
-		unsafe.Offsetof(e.numBlocks), unsafe.Offsetof(e.seqHashes),
-		unsafe.Offsetof(e.numSeqHashes),
-	}
+	goOffsets := cEventOffsets()
 	lp64 := []uintptr{0, 8, 16, 24, 32, 40, 48, 56, 64, 72}
-	if !slices.Equal(goOffsets, lp64) || unsafe.Sizeof(e) != 80 {
-		t.Fatalf("cEvent offsets %v size %d, want %v size 80", goOffsets, unsafe.Sizeof(e), lp64)
+	if !slices.Equal(goOffsets, lp64) || unsafe.Sizeof(cEvent{}) != 80 {
+		t.Fatalf("cEvent offsets %v size %d, want %v size 80", goOffsets, unsafe.Sizeof(cEvent{}), lp64)
 	}
 	var mt Match
 	if unsafe.Sizeof(mt) != 16 || unsafe.Offsetof(mt.DpRank) != 8 || unsafe.Offsetof(mt.Depth) != 12 {
@@ -42,5 +35,17 @@ func TestLayoutMatchesTheCABI(t *testing.T) {
 	}
 	if unsafe.Sizeof(EngineStats{}) != 80 || unsafe.Offsetof(EngineStats{}.WorkersCleared) != 72 {
 		t.Fatal("EngineStats layout")
+	}
+}
+
+// cEventOffsets returns the offsets of the Go mirror of kvidx_event's fields, in C order.
+func cEventOffsets() []uintptr {
+	var e cEvent
+	return []uintptr{
+		unsafe.Offsetof(e.kind), unsafe.Offsetof(e.workerID), unsafe.Offsetof(e.dpRank),
+		unsafe.Offsetof(e.eventID), unsafe.Offsetof(e.hasParent),
+		unsafe.Offsetof(e.parentSeqHash), unsafe.Offsetof(e.blocks),
+		unsafe.Offsetof(e.numBlocks), unsafe.Offsetof(e.seqHashes),
+		unsafe.Offsetof(e.numSeqHashes),
 	}
 }
