@@ -68,13 +68,17 @@ impl Backend for ReferenceIndex {
     fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
         let mut workers = self.workers.lock();
         match data {
+            // `store` checks everything before it changes anything, so a rejected event
+            // changes nothing; only a worker that must already hold the parent is not created.
+            EventData::Stored {
+                parent: Some(parent),
+                blocks,
+            } if !blocks.is_empty() => match workers.get_mut(&worker) {
+                Some(blocks_of) => Self::store(blocks_of, Some(*parent), blocks),
+                None => Outcome::Rejected(RejectReason::ParentNotFound),
+            },
             EventData::Stored { parent, blocks } => {
-                let mut blocks_of = workers.get(&worker).cloned().unwrap_or_default();
-                let outcome = Self::store(&mut blocks_of, *parent, blocks);
-                if let Outcome::Applied { .. } = outcome {
-                    workers.insert(worker, blocks_of);
-                }
-                outcome
+                Self::store(workers.entry(worker).or_default(), *parent, blocks)
             }
             EventData::Removed { seq_hashes } => {
                 let blocks_of = workers.entry(worker).or_default();
