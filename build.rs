@@ -1,4 +1,4 @@
-//! Build script: sets the shared library's SONAME, and generates the C header from `src/ffi`
+//! Build script: sets the shared library's SONAME, and generates the C header from `src`
 //! with cbindgen, failing the build when it differs from the checked-in `include/kvidx.h`.
 //!
 //! Refresh the checked-in header after changing the C ABI: `KVIDX_REFRESH_HEADER=1 cargo build`.
@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/ffi");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=include/kvidx.h");
     println!("cargo:rerun-if-env-changed=KVIDX_REFRESH_HEADER");
@@ -63,7 +63,7 @@ fn check_header(root: &Path) {
     config.after_includes = Some(version_macros());
     let bindings = cbindgen::Builder::new()
         .with_config(config)
-        .with_src(root.join("src/ffi/mod.rs"))
+        .with_src(root.join("src/lib.rs"))
         .generate()
         .unwrap_or_else(|e| panic!("cbindgen could not generate the C header: {e}"));
     let mut generated = Vec::new();
@@ -77,12 +77,12 @@ fn check_header(root: &Path) {
     if refresh {
         fs::create_dir_all(root.join("include")).expect("creating include/");
         fs::write(&checked_in, &generated).expect("writing include/kvidx.h");
-        println!("cargo:warning=refreshed include/kvidx.h from src/ffi");
+        println!("cargo:warning=refreshed include/kvidx.h from src");
         return;
     }
     if fs::read(&checked_in).ok().as_deref() != Some(generated.as_slice()) {
         panic!(
-            "include/kvidx.h is missing or out of date with src/ffi (the generated header is \
+            "include/kvidx.h is missing or out of date with src (the generated header is \
              {}).\nRefresh it with: KVIDX_REFRESH_HEADER=1 cargo build\nthen review and \
              commit include/kvidx.h.",
             fresh.display()

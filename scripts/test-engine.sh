@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Engine KV events (src/engine): the fixture generator reproduces the committed byte fixtures,
+# Engine KV events (core/src/engine): the fixture generator reproduces the committed byte fixtures,
 # the decoder/apply tests pass, the fuzz properties hold under a 1 GiB address-space limit
 # (an allocation sized by a hostile length prefix would abort), and the ZMQ subscriber example
 # passes the loopback end-to-end test (pyzmq publishers with gaps, replay and a restart),
@@ -20,10 +20,10 @@ diff -r "$tmp/fixtures" tests/fixtures/engine
 echo "fixtures: $(ls tests/fixtures/engine | wc -l) identical"
 
 echo "== engine: decoder and apply tests"
-cargo test -q --test engine_decode --test engine_apply 2>&1 | grep -E '^test result|FAILED|panicked'
+cargo test -q -p kvidx --test engine_decode --test engine_apply 2>&1 | grep -E '^test result|FAILED|panicked'
 
 echo "== engine: fuzz (proptest, ${ENGINE_FUZZ_CASES:-2000} cases per property, 1 GiB limit)"
-fuzz_bin=$(cargo test -q --no-run --test engine_fuzz --message-format=json 2>/dev/null |
+fuzz_bin=$(cargo test -q -p kvidx --no-run --test engine_fuzz --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

@@ -1,67 +1,51 @@
-//! # kvidx
+//! The C ABI v1 (`include/kvidx.h`, generated from this module by cbindgen in `build.rs`).
 //!
-//! A global index of every cached KV block on every LLM inference worker. On each request it
-//! answers: which workers hold the longest prefix of this request's blocks?
+//! Every `unsafe` line of the crate lives here. Each exported function's body is one
+//! [`boundary`] `export!` invocation, which contains panics (`KVIDX_ERR_PANIC`, then
+//! `KVIDX_ERR_POISONED` on that handle) so no unwinding ever crosses into C. Values from C
+//! (`kind`, `backend`, `has_parent`, pointers and lengths) are validated before use.
 //!
-//! - Engines publish events ([`Event`]): blocks stored (with a parent), removed, or cleared.
-//! - [`Indexer::find_matches`] takes a request's local block hashes and returns, per worker,
-//!   the depth of the longest prefix it holds ([`Match`]), deepest first.
-//! - Answers are exact whatever sequence-hash algorithm an engine uses: the index names blocks
-//!   by its own prefix chain over local hashes ([`identity`]), and engine hashes stay opaque.
-//!
-//! The semantics are those of [`reference::ReferenceIndex`], the oracle every backend is
-//! tested against. The hashing contract used by Dynamo-compatible publishers is in [`hashing`].
-//!
-//! ```
-//! use kvidx::{Block, Config, Event, Indexer, Match, Worker};
-//!
-//! let index = Indexer::new(Config { event_threads: 0, ..Config::default() })?;
-//! let w = Worker::new(7, 0);
-//! index.apply_event(Event::stored(w, 0, None, vec![Block::new(11, 11), Block::new(12, 907)]))?;
-//! index.flush()?; // a no-op in synchronous mode; a barrier with event threads
-//! let matches = index.find_matches(&[11, 12, 13]);
-//! assert_eq!(matches, vec![Match { worker_id: 7, dp_rank: 0, depth: 2 }]);
-//! # Ok::<(), kvidx::Error>(())
-//! ```
+//! Files: [`types`] (the C structs and enums), [`boundary`] (the export macro), `args`
+//! (pointer checks), `convert` (C <-> Rust), and one file per group of functions.
 
-#![warn(missing_docs)]
+#![allow(non_camel_case_types)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
-mod applier;
-pub mod engine;
-/// The C ABI v1 (`include/kvidx.h`): every `unsafe` line of the crate.
-pub mod ffi;
-pub mod hashing;
-pub mod identity;
-pub mod index;
-mod indexer;
-pub mod model;
-mod pool;
-pub mod reference;
-mod scratch;
+pub mod boundary;
+pub mod types;
 
-pub use index::{Backend, BackendKind};
-pub use indexer::{Config, Indexer, DEFAULT_JUMP_SIZE, DEFAULT_QUEUE_CAPACITY, MAX_EVENT_THREADS};
-pub use model::{Block, Event, EventData, Match, Outcome, RejectReason, Stats, Worker};
+// Declared in the order the header lists their functions.
+mod lifecycle;
 
-/// Why an indexer call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Error {
-    /// A setting or an event was out of range; the text says which.
-    InvalidArgument(&'static str),
-    /// Synchronous mode: the Stored event's parent is not held by the worker; nothing applied.
-    ParentNotFound,
-    /// The indexer's event threads are gone (an internal bug stopped them).
-    ShutDown,
-}
+mod events;
 
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
-            Error::ParentNotFound => f.write_str("the parent block is not held by the worker"),
-            Error::ShutDown => f.write_str("the indexer's event threads are gone"),
-        }
-    }
-}
+mod queries;
 
-impl std::error::Error for Error {}
+mod hashing;
+
+mod info;
+
+mod engine;
+
+mod args;
+mod convert;
+
+/// The version of the C ABI this library implements; the header defines the same macro.
+pub const KVIDX_ABI_VERSION: u32 = 1;
+
+pub use events::{
+    kvidx_apply_event, kvidx_apply_events, kvidx_flush, kvidx_remove_worker,
+    kvidx_remove_worker_dp_rank,
+};
+pub use hashing::{kvidx_hash_tokens, kvidx_seq_hashes};
+pub use info::{kvidx_abi_version, kvidx_status_str, kvidx_version};
+pub use lifecycle::{kvidx_config_default, kvidx_debug_panic, kvidx_free, kvidx_new};
+pub use queries::{kvidx_find_matches, kvidx_get_stats};
+pub use types::{
+    kvidx_backend, kvidx_block, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_indexer,
+    kvidx_match, kvidx_stats, kvidx_status,
+};
+
+#[cfg(test)]
+mod tests;

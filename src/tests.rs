@@ -7,9 +7,9 @@ use super::*;
 /// Every source file of this module but this one (read at test time, so new files are
 /// covered too).
 fn sources() -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ffi");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
-        .expect("src/ffi is readable")
+        .expect("src is readable")
         .map(|entry| entry.expect("a directory entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
         .filter(|path| !path.ends_with("tests.rs"))
@@ -228,7 +228,7 @@ fn seq_hashes_in_place_match_the_hashing_contract() {
 
 #[test]
 fn rust_errors_map_to_their_status_codes() {
-    use crate::Error;
+    use kvidx_core::Error;
     assert_eq!(
         convert::status_of(Error::InvalidArgument("x")),
         kvidx_status::KVIDX_ERR_INVALID_ARGUMENT

@@ -6,7 +6,7 @@ use super::args;
 use super::boundary::export;
 use super::convert;
 use super::types::{kvidx_config, kvidx_indexer, kvidx_status};
-use crate::Indexer;
+use kvidx_core::Indexer;
 
 /// Returns the default configuration: positional backend, 1 event thread, default jump size.
 #[no_mangle]

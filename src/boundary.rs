@@ -16,28 +16,28 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 
 use super::types::{kvidx_indexer, kvidx_status};
-use crate::Indexer;
+use kvidx_core::Indexer;
 
 /// Defines the body of an exported function; see the module documentation.
 macro_rules! export {
     (handle $handle:expr, |$ix:ident| $body:block) => {{
-        let handle: *const $crate::ffi::types::kvidx_indexer = $handle;
+        let handle: *const $crate::types::kvidx_indexer = $handle;
         let body =
-            |$ix: &$crate::Indexer| -> ::std::result::Result<(), $crate::ffi::types::kvidx_status> {
+            |$ix: &::kvidx_core::Indexer| -> ::std::result::Result<(), $crate::types::kvidx_status> {
                 $body
             };
         // SAFETY: every exported function taking a handle requires (in its `# Safety` section
         // and in the header) that it is NULL or a live handle from `kvidx_new` that no
         // concurrent `kvidx_free` is releasing; `on_handle` needs exactly that.
-        unsafe { $crate::ffi::boundary::on_handle(handle, body) }
+        unsafe { $crate::boundary::on_handle(handle, body) }
     }};
     (status, $body:block) => {
-        $crate::ffi::boundary::status(
-            || -> ::std::result::Result<(), $crate::ffi::types::kvidx_status> { $body },
+        $crate::boundary::status(
+            || -> ::std::result::Result<(), $crate::types::kvidx_status> { $body },
         )
     };
     (value, $fallback:expr, $body:block) => {
-        $crate::ffi::boundary::value($fallback, || $body)
+        $crate::boundary::value($fallback, || $body)
     };
 }
 pub(crate) use export;

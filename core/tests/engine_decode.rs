@@ -13,7 +13,7 @@ const NEG: i64 = -8070450532247928832;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/tests/fixtures/engine/{name}.msgpack",
+        "{}/../tests/fixtures/engine/{name}.msgpack",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -5,7 +5,7 @@ use std::thread::LocalKey;
 
 /// Runs `f` with this thread's scratch value, or with a fresh one when it is unavailable
 /// (already borrowed by an outer call on this thread, or the thread is being torn down).
-pub(crate) fn with_scratch<T: Default + 'static, R>(
+pub fn with_scratch<T: Default + 'static, R>(
     key: &'static LocalKey<RefCell<T>>,
     f: impl FnOnce(&mut T) -> R,
 ) -> R {

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use crate::Indexer;
+use kvidx_core::Indexer;
 
 /// The result of every fallible function. Values are never renumbered or reused.
 #[repr(C)]
@@ -150,13 +150,13 @@ pub struct kvidx_indexer {
 // be copied out without conversion.
 const _: () = {
     use std::mem::{align_of, offset_of, size_of};
-    assert!(size_of::<kvidx_match>() == size_of::<crate::Match>());
-    assert!(align_of::<kvidx_match>() == align_of::<crate::Match>());
-    assert!(offset_of!(kvidx_match, worker_id) == offset_of!(crate::Match, worker_id));
-    assert!(offset_of!(kvidx_match, dp_rank) == offset_of!(crate::Match, dp_rank));
-    assert!(offset_of!(kvidx_match, depth) == offset_of!(crate::Match, depth));
-    assert!(size_of::<kvidx_block>() == size_of::<crate::Block>());
-    assert!(align_of::<kvidx_block>() == align_of::<crate::Block>());
-    assert!(offset_of!(kvidx_block, local_hash) == offset_of!(crate::Block, local_hash));
-    assert!(offset_of!(kvidx_block, seq_hash) == offset_of!(crate::Block, seq_hash));
+    assert!(size_of::<kvidx_match>() == size_of::<kvidx_core::Match>());
+    assert!(align_of::<kvidx_match>() == align_of::<kvidx_core::Match>());
+    assert!(offset_of!(kvidx_match, worker_id) == offset_of!(kvidx_core::Match, worker_id));
+    assert!(offset_of!(kvidx_match, dp_rank) == offset_of!(kvidx_core::Match, dp_rank));
+    assert!(offset_of!(kvidx_match, depth) == offset_of!(kvidx_core::Match, depth));
+    assert!(size_of::<kvidx_block>() == size_of::<kvidx_core::Block>());
+    assert!(align_of::<kvidx_block>() == align_of::<kvidx_core::Block>());
+    assert!(offset_of!(kvidx_block, local_hash) == offset_of!(kvidx_core::Block, local_hash));
+    assert!(offset_of!(kvidx_block, seq_hash) == offset_of!(kvidx_core::Block, seq_hash));
 };

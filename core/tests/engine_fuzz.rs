@@ -19,7 +19,7 @@ const FORMATS: [Format; 3] = [Format::Vllm, Format::Sglang, Format::TrtLlm];
 fn fixtures() -> &'static [Vec<u8>] {
     static ALL: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/engine");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/engine");
         let mut out: Vec<Vec<u8>> = std::fs::read_dir(dir)
             .unwrap()
             .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())

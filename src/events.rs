@@ -4,7 +4,7 @@ use super::args;
 use super::boundary::export;
 use super::convert;
 use super::types::{kvidx_event, kvidx_indexer, kvidx_status};
-use crate::Worker;
+use kvidx_core::Worker;
 
 /// Applies one event (synchronous mode) or checks its shape, copies it and queues it behind
 /// the earlier events of its worker (pooled mode; blocks while that queue is full).

@@ -6,8 +6,8 @@ use super::args;
 use super::boundary::export;
 use super::convert;
 use super::types::{kvidx_indexer, kvidx_match, kvidx_stats, kvidx_status};
-use crate::scratch::with_scratch;
-use crate::Match;
+use kvidx_core::scratch::with_scratch;
+use kvidx_core::Match;
 
 /// Scratch vectors larger than this (in matches) are shrunk back after a query.
 const SCRATCH_KEEP: usize = 4096;

@@ -11,7 +11,7 @@ use kvidx::{BackendKind, Config, Indexer, Match, Worker};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
-        "{}/tests/fixtures/engine/{name}.msgpack",
+        "{}/../tests/fixtures/engine/{name}.msgpack",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))

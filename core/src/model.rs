@@ -71,6 +71,18 @@ pub struct Event {
 }
 
 impl Event {
+    /// The memory this event holds while queued: the event itself plus its block and hash
+    /// arrays. Queue byte budgets ([`Config::queue_bytes`](crate::Config::queue_bytes)) count
+    /// this.
+    pub fn queued_bytes(&self) -> usize {
+        let arrays = match &self.data {
+            EventData::Stored { blocks, .. } => std::mem::size_of_val(blocks.as_slice()),
+            EventData::Removed { seq_hashes } => std::mem::size_of_val(seq_hashes.as_slice()),
+            EventData::Cleared => 0,
+        };
+        std::mem::size_of::<Self>() + arrays
+    }
+
     /// A `Stored` event.
     pub fn stored(worker: Worker, event_id: u64, parent: Option<u64>, blocks: Vec<Block>) -> Self {
         Self {

@@ -4,7 +4,7 @@ use super::args;
 use super::types::{
     kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_stats, kvidx_status,
 };
-use crate::{BackendKind, Block, Config, Error, Event, Stats, Worker};
+use kvidx_core::{BackendKind, Block, Config, Error, Event, Stats, Worker};
 
 /// The status of a Rust API error.
 pub(crate) fn status_of(error: Error) -> kvidx_status {
@@ -35,6 +35,7 @@ pub(crate) fn config(c: &kvidx_config) -> Result<Config, kvidx_status> {
         event_threads: c.event_threads as usize,
         jump_size: c.jump_size as usize,
         queue_capacity: 0,
+        queue_bytes: 0,
     })
 }
 

@@ -15,6 +15,12 @@ pub const DEFAULT_JUMP_SIZE: usize = 32;
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 /// The largest number of event threads an indexer accepts.
 pub const MAX_EVENT_THREADS: usize = 1024;
+/// The largest queue capacity (events per event thread) an indexer accepts.
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
+/// Bytes of queued work each event thread may hold when the configuration leaves it at 0.
+pub const DEFAULT_QUEUE_BYTES: usize = 32 << 20;
+/// The largest jump size the positional backend accepts.
+pub const MAX_JUMP_SIZE: usize = 1 << 16;
 
 /// How to build an [`Indexer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +32,31 @@ pub struct Config {
     /// Jump size of the positional backend; 0 means [`DEFAULT_JUMP_SIZE`].
     pub jump_size: usize,
     /// Events each event thread may have queued before senders block; 0 means
-    /// [`DEFAULT_QUEUE_CAPACITY`].
+    /// [`DEFAULT_QUEUE_CAPACITY`]; at most [`MAX_QUEUE_CAPACITY`].
     pub queue_capacity: usize,
+    /// Bytes of queued work (events' blocks and hashes, counted by
+    /// [`Event::queued_bytes`](crate::Event::queued_bytes)) each event thread may hold before
+    /// senders block; 0 means [`DEFAULT_QUEUE_BYTES`]. An event larger than the budget is
+    /// still accepted, alone in an otherwise empty queue.
+    pub queue_bytes: usize,
+}
+
+impl Config {
+    /// Checks every setting against its documented range.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.event_threads > MAX_EVENT_THREADS {
+            return Err(Error::InvalidArgument("event_threads is larger than 1024"));
+        }
+        if self.queue_capacity > MAX_QUEUE_CAPACITY {
+            return Err(Error::InvalidArgument(
+                "queue_capacity is larger than 1048576 events",
+            ));
+        }
+        if self.jump_size > MAX_JUMP_SIZE {
+            return Err(Error::InvalidArgument("jump_size is larger than 65536"));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -38,6 +67,7 @@ impl Default for Config {
             event_threads: 1,
             jump_size: 0,
             queue_capacity: 0,
+            queue_bytes: 0,
         }
     }
 }
@@ -67,9 +97,7 @@ impl std::fmt::Debug for Indexer {
 impl Indexer {
     /// Builds an indexer; fails with [`Error::InvalidArgument`] for an out-of-range setting.
     pub fn new(config: Config) -> Result<Self, Error> {
-        if config.event_threads > MAX_EVENT_THREADS {
-            return Err(Error::InvalidArgument("event_threads is larger than 1024"));
-        }
+        config.validate()?;
         let jump_size = if config.jump_size == 0 {
             DEFAULT_JUMP_SIZE
         } else {

@@ -1,5 +1,5 @@
 //! Engine KV events through the C ABI: decode the msgpack `KVEventBatch` payloads that vLLM,
-//! SGLang and TensorRT-LLM publish and apply them to an indexer ([`crate::engine`]).
+//! SGLang and TensorRT-LLM publish and apply them to an indexer ([`kvidx_core::engine`]).
 //!
 //! - `kvidx_apply_engine_batch`: one payload, no sequence tracking, default filters.
 //! - `kvidx_engine_feed_*`: a feed handle that tracks each publisher's 8-byte big-endian
@@ -19,7 +19,7 @@ use super::args;
 use super::boundary::export;
 use super::convert;
 use super::types::{kvidx_indexer, kvidx_status};
-use crate::engine::{
+use kvidx_core::engine::{
     self, ApplyOptions, BatchReport, EngineFeed, EngineStats, ExtrasPolicy, FeedConfig, FeedError,
     Format, MediaFilter, SeqStatus,
 };
@@ -359,13 +359,12 @@ pub unsafe extern "C" fn kvidx_engine_feed_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::types::kvidx_config;
-    use crate::ffi::{kvidx_free, kvidx_new};
-    use crate::hashing::hash_tokens;
+    use crate::types::kvidx_config;
+    use crate::{kvidx_free, kvidx_new};
+    use kvidx_core::hashing::hash_tokens;
 
-    const ANNOTATED: &[u8] =
-        include_bytes!("../../tests/fixtures/engine/vllm_annotated_0_33.msgpack");
-    const TRT: &[u8] = include_bytes!("../../tests/fixtures/engine/trtllm_map.msgpack");
+    const ANNOTATED: &[u8] = include_bytes!("../tests/fixtures/engine/vllm_annotated_0_33.msgpack");
+    const TRT: &[u8] = include_bytes!("../tests/fixtures/engine/trtllm_map.msgpack");
 
     fn sync_indexer() -> *mut kvidx_indexer {
         let config = kvidx_config {
@@ -391,7 +390,7 @@ mod tests {
             .map_or(0, |m| m.depth)
     }
 
-    fn index_stats(ix: *mut kvidx_indexer) -> crate::Stats {
+    fn index_stats(ix: *mut kvidx_indexer) -> kvidx_core::Stats {
         // SAFETY: `ix` is a live handle from `kvidx_new`.
         unsafe { &*ix }.indexer.stats()
     }
