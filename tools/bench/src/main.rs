@@ -2,11 +2,11 @@
 
 mod agree;
 mod baseline;
+mod block_pool;
 mod chain;
 mod cli;
 mod jobs;
 mod plot;
-mod pool;
 mod progress;
 mod replay;
 mod report;

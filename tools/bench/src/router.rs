@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 
 use kvidx::{BackendKind, Block, Config, Event, Indexer, Match};
 
-use crate::pool::BlockPool;
+use crate::block_pool::BlockPool;
 use crate::rng::Rng;
 use crate::sim::SimConfig;
 

@@ -12,8 +12,8 @@ use std::collections::BinaryHeap;
 
 use kvidx::{Block, Event, Worker};
 
+use crate::block_pool::BlockPool;
 use crate::chain::{decode_chain, prompt_chain};
-use crate::pool::BlockPool;
 use crate::progress;
 use crate::router::{Load, Router};
 pub use crate::router::{Policy, RouterIndex};
