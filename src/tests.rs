@@ -25,7 +25,7 @@ fn sources() -> Vec<(String, String)> {
     files
 }
 
-/// The functions of contract section 2 plus the test hook; other files may add more.
+/// The functions of docs/contract.md section 2 plus the test hook; other files may add more.
 const CONTRACT_FUNCTIONS: &[&str] = &[
     "kvidx_abi_version",
     "kvidx_apply_event",

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// refModel is a small, obvious Go copy of the contract's reference model (section 1), used as
+// refModel is a small, obvious Go copy of the reference model of docs/contract.md section 1, used as
 // the oracle of the randomized tests. Identities use their own mix: only equality matters.
 type refModel struct {
 	workers                          map[refWorker]map[uint64]uint64 // seq hash -> identity

@@ -1,4 +1,4 @@
-//! The hashing contract (contract section 3), compatible with Dynamo's publishers and mocker.
+//! The hashing contract (docs/contract.md section 3), compatible with Dynamo's publishers and mocker.
 //!
 //! - local hash: XXH3-64, seed 1337, over a block's `u32` tokens as little-endian bytes;
 //! - sequence hash: `seq[0] = local[0]`, `seq[i] = XXH3-64(le64(seq[i-1]) ++ le64(local[i]), 1337)`;

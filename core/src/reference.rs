@@ -1,4 +1,4 @@
-//! The reference model of contract section 1: the simplest obviously-correct index.
+//! The reference model of docs/contract.md section 1: the simplest obviously-correct index.
 //!
 //! Per worker, a map from engine name to `(position, identity)`; queries scan every worker.
 //! It is the oracle that every backend is tested against, and the naive baseline of the

@@ -237,7 +237,7 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// workloadOp is one line of a workload file (contract section 4).
+// workloadOp is one line of a workload file (docs/contract.md section 4).
 type workloadOp struct {
 	Op          string      `json:"op"`
 	Worker      uint64      `json:"worker"`

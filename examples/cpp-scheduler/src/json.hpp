@@ -1,6 +1,6 @@
 // A tiny JSON reader for the workload format's lines: objects, arrays, unsigned integers
 // (exact 64-bit), other numbers (as double), strings without escapes beyond \" \\ \/, true,
-// false and null. Nothing more is needed for contract section 4.
+// false and null. Nothing more is needed for docs/contract.md section 4.
 #ifndef CPP_SCHEDULER_JSON_HPP
 #define CPP_SCHEDULER_JSON_HPP
 

@@ -1,4 +1,4 @@
-// cpp-scheduler: replays a kvidx workload file (contract section 4) through one index from
+// cpp-scheduler: replays a kvidx workload file (docs/contract.md section 4) through one index from
 // several threads, routes every match to a worker by overlap and load, and prints routing
 // statistics and latency percentiles.
 #include <kvidx.hpp>

@@ -1,4 +1,4 @@
-// Reading and writing workload files (contract section 4).
+// Reading and writing workload files (docs/contract.md section 4).
 #include "workload.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Workload files (contract section 4): JSON Lines, one operation per line, read and written.
+// Workload files (docs/contract.md section 4): JSON Lines, one operation per line, read and written.
 #ifndef CPP_SCHEDULER_WORKLOAD_HPP
 #define CPP_SCHEDULER_WORKLOAD_HPP
 

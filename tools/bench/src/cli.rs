@@ -27,7 +27,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a trace through the mock engine and write the workload file (contract section 4).
+    /// Run a trace through the mock engine and write the workload file (docs/contract.md section 4).
     Generate(GenerateArgs),
     /// Replay a workload file against the indexes side by side.
     Replay(ReplayArgs),

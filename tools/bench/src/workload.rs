@@ -1,4 +1,4 @@
-//! Workload files (contract section 4): JSON Lines, one operation per line, in issue order.
+//! Workload files (docs/contract.md section 4): JSON Lines, one operation per line, in issue order.
 //!
 //! ```text
 //! {"t":0,"op":"stored","worker":3,"dp_rank":0,"event_id":0,"parent":null,"blocks":[[11,11],[12,907]]}
