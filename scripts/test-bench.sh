@@ -12,6 +12,12 @@ pass=0
 fail() { echo "test-bench: FAIL: $*" >&2; exit 1; }
 ok() { pass=$((pass + 1)); echo "ok - $*"; }
 
+# The shipped traces are complete and unmodified (checksums listed in data/README.md).
+grep -E '^[0-9a-f]{64}  data/' data/README.md | sha256sum --check --quiet \
+  || fail "data/ traces differ from the checksums in data/README.md"
+[ "$(wc -l < data/conversation_trace.jsonl)" -eq 12031 ] || fail "conversation trace is not complete"
+ok "shipped traces match their checksums"
+
 "$bin" generate --workers 8 --blocks-per-worker 1024 --length-factor 2 --out "$tmp/w.jsonl" > "$tmp/gen.txt"
 lines=$(wc -l < "$tmp/w.jsonl")
 [ "$lines" -gt 1000 ] || fail "workload has only $lines lines"
