@@ -2,10 +2,10 @@
 """Writes byte-exact engine KV-event payloads to tests/fixtures/engine/ (or --out DIR).
 
 Each fixture is one msgpack `KVEventBatch` as an engine publishes it, built from the field
-lists of ../shared/design/engine-events.md: vLLM array-tagged events of every generation
+lists of docs/engine-events.md ("Wire formats"): vLLM array-tagged events of every generation
 (6/7/8/9/10/12 fields for BlockStored, 2/3/4 for BlockRemoved), vLLM map-tagged events
 (0.26, 0.33 with every optional field, bin digests), SGLang arrays and maps, the TensorRT-LLM
-vLLM-compatible publisher, a map envelope, and the annotated example payload of the facts file.
+vLLM-compatible publisher, a map envelope, and the annotated example payload of docs/engine-events.md.
 
 Encoding rules copied from msgspec (array_like structs, tagged unions): ints minimal, floats
 float64, strings str, digests bin, nil for None in arrays; in maps, fields with a default of
@@ -18,17 +18,13 @@ Usage: python3 scripts/gen_engine_fixtures.py [--out DIR]
 import argparse
 import os
 import struct
-import subprocess
 import sys
 
 try:
     import msgpack
-except ImportError:  # install on first use, quietly
-    subprocess.check_call(
-        [sys.executable, "-m", "pip", "install", "-q", "msgpack"],
-        stdout=subprocess.DEVNULL,
-    )
-    import msgpack
+except ImportError:
+    sys.exit("gen_engine_fixtures.py needs msgpack: run bash scripts/setup.sh (Debian's "
+             "python3-msgpack), or use the Python that scripts/python.sh prints")
 
 MISSING = object()  # a field this generation does not declare
 
@@ -94,7 +90,7 @@ def envelope(ts, encoded_events, dp_rank=MISSING):
 
 # --- shared content -------------------------------------------------------------------------
 # Chain A: tokens 1..8 in two blocks of 4, then tokens 9..12 continuing it; block hashes use
-# the published sha256_cbor test vectors of the facts file and edge values.
+# the published sha256_cbor test vectors of docs/engine-events.md and edge values.
 H1, H2, H3 = 8866452693264111234, 807986237951177663, 2**64 - 1
 NEG = -8070450532247928832  # a Python hash() of vLLM <= 0.10.1 (negative int64)
 
@@ -199,7 +195,7 @@ def fixtures():
         encode_map_event("BlockRemoved", VLLM_REMOVED, dict(
             block_hashes=[d1], medium="GPU", group_idx=0, locality="LOCAL", ownership="o")),
     ], 3)
-    # The annotated example of the facts file (section 2.9), byte for byte.
+    # The annotated example of docs/engine-events.md, byte for byte.
     out["vllm_annotated_0_33"] = envelope(1.5, [
         encode_map_event("BlockStored", VLLM_STORED, dict(
             block_hashes=[2**64 - 1], parent_block_hash=None, token_ids=[1, 2, 3, 4],
@@ -209,7 +205,7 @@ def fixtures():
                          dict(block_hashes=[7], medium="GPU", group_idx=0)),
         encode_map_event("AllBlocksCleared", [], {}),
     ], 0)
-    # Its old array form (12-field generation), as printed in the facts file.
+    # Its old array form (12-field generation), as printed in docs/engine-events.md.
     out["vllm_annotated_array_gen12"] = envelope(1.5, [
         encode_array_event("BlockStored", VLLM_STORED, dict(
             block_hashes=[2**64 - 1], parent_block_hash=None, token_ids=[1, 2, 3, 4],
@@ -251,7 +247,7 @@ def fixtures():
     return out
 
 
-# The annotated payload as printed in section 2.9 of the facts file.
+# The annotated payload as printed in the "Annotated example" of docs/engine-events.md.
 ANNOTATED_HEX = (
     "93 cb3ff8000000000000 93"
     " de000b a474797065 ab426c6f636b53746f726564"
@@ -285,10 +281,10 @@ def main():
     payloads = fixtures()
     annotated = bytes.fromhex(ANNOTATED_HEX.replace(" ", ""))
     if payloads["vllm_annotated_0_33"] != annotated:
-        sys.exit("generator drifted from the facts file's annotated payload")
+        sys.exit("generator drifted from docs/engine-events.md's annotated payload")
     old = bytes.fromhex(ANNOTATED_ARRAY_EVENT_HEX.replace(" ", ""))
     if old not in payloads["vllm_annotated_array_gen12"]:
-        sys.exit("generator drifted from the facts file's old array form")
+        sys.exit("generator drifted from docs/engine-events.md's old array form")
     os.makedirs(args.out, exist_ok=True)
     for name, payload in sorted(payloads.items()):
         msgpack.unpackb(payload, raw=False, strict_map_key=False)  # well-formed

@@ -8,6 +8,9 @@ command -v valgrind >/dev/null || need+=(valgrind)
 command -v cmake >/dev/null || need+=(cmake)
 command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+# The engine-event tests' Python side (fixture generator, ZMQ publishers): Debian's packages,
+# never pip (Debian 12's Python refuses pip installs: externally-managed-environment).
+bash "$(dirname "$0")/python.sh" >/dev/null 2>&1 || need+=(python3 python3-msgpack python3-zmq)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "setup: installing ${need[*]}"

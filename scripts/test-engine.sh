@@ -3,19 +3,19 @@
 # the decoder/apply tests pass, the fuzz properties hold under a 1 GiB address-space limit
 # (an allocation sized by a hostile length prefix would abort), and the ZMQ subscriber example
 # passes the loopback end-to-end test (pyzmq publishers with gaps, replay and a restart),
-# with and without replay sockets. Installs msgpack/pyzmq for Python if missing.
+# with and without replay sockets. Python with msgpack and pyzmq: see scripts/python.sh
+# (scripts/setup.sh installs Debian's python3-msgpack and python3-zmq).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 target="${CARGO_TARGET_DIR:-$root/target}"
 
-python3 -c 'import msgpack, zmq' 2>/dev/null ||
-  python3 -m pip install -q --disable-pip-version-check msgpack pyzmq
+py=$(bash scripts/python.sh)
 
 echo "== engine: fixtures regenerate byte-identically"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 scripts/gen_engine_fixtures.py --out "$tmp/fixtures"
+"$py" scripts/gen_engine_fixtures.py --out "$tmp/fixtures"
 diff -r "$tmp/fixtures" tests/fixtures/engine
 echo "fixtures: $(ls tests/fixtures/engine | wc -l) identical"
 
@@ -115,8 +115,8 @@ cargo build -q --manifest-path "$manifest" --target-dir "$target"
 subscriber="$target/debug/kvidx-zmq-subscriber"
 
 echo "== engine: end-to-end on loopback (with replay)"
-python3 examples/zmq-subscriber/e2e.py "$subscriber" 2>"$tmp/e2e.log" || { cat "$tmp/e2e.log"; exit 1; }
+"$py" examples/zmq-subscriber/e2e.py "$subscriber" 2>"$tmp/e2e.log" || { cat "$tmp/e2e.log"; exit 1; }
 echo "== engine: end-to-end on loopback (no replay: clear on gaps)"
-python3 examples/zmq-subscriber/e2e.py "$subscriber" --no-replay 2>"$tmp/e2e.log" ||
+"$py" examples/zmq-subscriber/e2e.py "$subscriber" --no-replay 2>"$tmp/e2e.log" ||
   { cat "$tmp/e2e.log"; exit 1; }
 echo "engine: all passed"

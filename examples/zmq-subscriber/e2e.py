@@ -20,9 +20,8 @@ import time
 try:
     import zmq
 except ImportError:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "pyzmq", "msgpack"],
-                          stdout=subprocess.DEVNULL)
-    import zmq
+    sys.exit("e2e.py needs pyzmq and msgpack: run bash scripts/setup.sh (Debian's python3-zmq "
+             "and python3-msgpack), or use the Python that scripts/python.sh prints")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in scripts/
