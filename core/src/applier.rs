@@ -1,11 +1,12 @@
-//! Applies events to a backend and keeps the event counters of the contract.
+//! Applies writes to a backend and keeps the event counters of the contract: the one place
+//! where a [`Write`] of any kind meets the index.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::Backend;
-use crate::model::{Event, Outcome, Stats};
+use crate::model::{Outcome, Stats, Write};
 
-/// A backend plus the counters that every way of applying events shares.
+/// A backend plus the counters that every way of applying writes shares.
 pub(crate) struct Applier {
     backend: Box<dyn Backend>,
     events_applied: AtomicU64,
@@ -27,8 +28,23 @@ impl Applier {
         &*self.backend
     }
 
-    /// Applies one event and counts its outcome.
-    pub(crate) fn apply(&self, event: &Event) -> Outcome {
+    /// Applies one write; events are counted by their outcome (worker removals always apply).
+    pub(crate) fn apply(&self, write: &Write) -> Outcome {
+        let event = match write {
+            Write::Event(event) => event,
+            Write::RemoveWorker(worker_id) => {
+                self.backend.remove_worker(*worker_id);
+                return Outcome::Applied {
+                    unknown_removals: 0,
+                };
+            }
+            Write::RemoveWorkerDpRank(worker) => {
+                self.backend.remove_worker_dp_rank(*worker);
+                return Outcome::Applied {
+                    unknown_removals: 0,
+                };
+            }
+        };
         let outcome = self.backend.apply(event.worker, &event.data);
         match outcome {
             Outcome::Applied { unknown_removals } => {

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use crate::applier::Applier;
 use crate::index::{Backend, BackendKind};
-use crate::model::{Event, Match, Outcome, RejectReason, Stats, Worker};
-use crate::pool::EventPool;
+use crate::model::{Event, Match, Stats, Worker, Write};
 use crate::reference::ReferenceIndex;
+use crate::writer::Writer;
 use crate::Error;
 
 /// The jump size of the positional backend when the configuration leaves it at 0.
@@ -79,9 +79,13 @@ impl Default for Config {
 /// `event_threads > 0`, writes are queued (a worker's events stay in order) and their outcome
 /// shows in [`Indexer::stats`] after [`Indexer::flush`]; with 0 they apply before returning.
 /// Dropping the indexer applies every accepted event, then joins the event threads.
+///
+/// Reads during writes: each worker in an answer is reported with its exact depth at some
+/// instant during the call, and a worker missing from an answer held no prefix of the query
+/// at some instant during the call; no worker appears twice (see `docs/contract.md`).
 pub struct Indexer {
     // Declared first so it drops (and drains) before the applier goes.
-    pool: Option<EventPool>,
+    writer: Writer,
     applier: Arc<Applier>,
     config: Config,
 }
@@ -103,11 +107,6 @@ impl Indexer {
         } else {
             config.jump_size
         };
-        let capacity = if config.queue_capacity == 0 {
-            DEFAULT_QUEUE_CAPACITY
-        } else {
-            config.queue_capacity
-        };
         let backend: Box<dyn Backend> = match config.backend {
             BackendKind::Positional => {
                 Box::new(crate::index::positional::PositionalIndex::new(jump_size))
@@ -115,18 +114,28 @@ impl Indexer {
             BackendKind::Radix => Box::new(crate::index::radix::RadixIndex::new()),
             BackendKind::Reference => Box::new(ReferenceIndex::new()),
         };
-        let applier = Arc::new(Applier::new(backend));
-        let pool = if config.event_threads == 0 {
-            None
+        Self::with_backend(backend, config)
+    }
+
+    /// Builds an indexer over any [`Backend`], with the write path, event threads and
+    /// counters of every other indexer (`config.backend` and `config.jump_size` are not used).
+    /// Benchmarks use it to run a baseline structure behind the real event threads.
+    pub fn with_backend(backend: Box<dyn Backend>, config: Config) -> Result<Self, Error> {
+        config.validate()?;
+        let capacity = if config.queue_capacity == 0 {
+            DEFAULT_QUEUE_CAPACITY
         } else {
-            Some(EventPool::start(
-                Arc::clone(&applier),
-                config.event_threads,
-                capacity,
-            )?)
+            config.queue_capacity
         };
+        let budget = if config.queue_bytes == 0 {
+            DEFAULT_QUEUE_BYTES
+        } else {
+            config.queue_bytes
+        };
+        let applier = Arc::new(Applier::new(backend));
+        let writer = Writer::start(&applier, config.event_threads, capacity, budget)?;
         Ok(Self {
-            pool,
+            writer,
             applier,
             config,
         })
@@ -137,22 +146,18 @@ impl Indexer {
         self.config
     }
 
-    /// Applies (synchronous mode) or queues (pooled mode) one event.
+    /// Applies (synchronous mode) or queues (pooled mode) one write of any kind.
     ///
     /// Synchronous mode returns [`Error::ParentNotFound`] for a rejected Stored event.
-    /// Pooled mode blocks while the worker's queue is full and returns
+    /// Pooled mode blocks while the worker's queue is full (in writes or bytes) and returns
     /// [`Error::ShutDown`] if the event threads are gone.
+    pub fn submit(&self, write: Write) -> Result<(), Error> {
+        self.writer.submit(write)
+    }
+
+    /// Applies or queues one event (see [`Indexer::submit`]).
     pub fn apply_event(&self, event: Event) -> Result<(), Error> {
-        match &self.pool {
-            Some(pool) => pool.submit(event),
-            None => match self.applier.apply(&event) {
-                Outcome::Applied { .. } => Ok(()),
-                Outcome::Rejected(RejectReason::ParentNotFound) => Err(Error::ParentNotFound),
-                Outcome::Rejected(RejectReason::PositionOverflow) => Err(Error::InvalidArgument(
-                    "the chain passes the largest position (u32::MAX)",
-                )),
-            },
-        }
+        self.submit(Write::Event(event))
     }
 
     /// Applies or queues events in order. Every event is tried (a rejected Stored does not
@@ -173,32 +178,17 @@ impl Indexer {
 
     /// Drops and forgets every dp rank of a worker, after its events accepted before this call.
     pub fn remove_worker(&self, worker_id: u64) -> Result<(), Error> {
-        match &self.pool {
-            Some(pool) => pool.remove_worker(worker_id),
-            None => {
-                self.applier.backend().remove_worker(worker_id);
-                Ok(())
-            }
-        }
+        self.submit(Write::RemoveWorker(worker_id))
     }
 
     /// Drops and forgets one `(worker_id, dp_rank)`, after its events accepted before this call.
     pub fn remove_worker_dp_rank(&self, worker: Worker) -> Result<(), Error> {
-        match &self.pool {
-            Some(pool) => pool.remove_worker_dp_rank(worker),
-            None => {
-                self.applier.backend().remove_worker_dp_rank(worker);
-                Ok(())
-            }
-        }
+        self.submit(Write::RemoveWorkerDpRank(worker))
     }
 
     /// A barrier: returns once every event accepted before the call has been applied.
     pub fn flush(&self) -> Result<(), Error> {
-        match &self.pool {
-            Some(pool) => pool.flush(),
-            None => Ok(()),
-        }
+        self.writer.flush()
     }
 
     /// The workers holding a prefix of the query (local hashes), deepest first.

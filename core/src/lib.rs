@@ -35,15 +35,16 @@ pub mod index;
 mod indexer;
 pub mod model;
 mod pool;
-pub mod reference;
+pub use index::reference;
 pub mod scratch;
+mod writer;
 
 pub use index::{Backend, BackendKind};
 pub use indexer::{
     Config, Indexer, DEFAULT_JUMP_SIZE, DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_CAPACITY,
     MAX_EVENT_THREADS, MAX_JUMP_SIZE, MAX_QUEUE_CAPACITY,
 };
-pub use model::{Block, Event, EventData, Match, Outcome, RejectReason, Stats, Worker};
+pub use model::{Block, Event, EventData, Match, Outcome, RejectReason, Stats, Worker, Write};
 
 /// Why an indexer call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

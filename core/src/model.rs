@@ -111,6 +111,39 @@ impl Event {
     }
 }
 
+/// One change to an index: everything the write path carries, in one type.
+///
+/// Writes of one `worker_id` are applied in the order they were accepted, whichever way the
+/// indexer applies them (inline on the caller's thread, or queued to an event thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// An engine event.
+    Event(Event),
+    /// Drop and forget every dp rank of a worker id.
+    RemoveWorker(u64),
+    /// Drop and forget one `(worker_id, dp_rank)`.
+    RemoveWorkerDpRank(Worker),
+}
+
+impl Write {
+    /// The worker id the write is about: writes are ordered (and routed) per worker id.
+    pub fn worker_id(&self) -> u64 {
+        match self {
+            Write::Event(event) => event.worker.worker_id,
+            Write::RemoveWorker(worker_id) => *worker_id,
+            Write::RemoveWorkerDpRank(worker) => worker.worker_id,
+        }
+    }
+
+    /// The memory this write holds while queued (see [`Event::queued_bytes`]).
+    pub fn queued_bytes(&self) -> usize {
+        match self {
+            Write::Event(event) => event.queued_bytes(),
+            _ => std::mem::size_of::<Self>(),
+        }
+    }
+}
+
 /// One worker's answer to a query: how many leading blocks of the query it holds.
 ///
 /// Laid out exactly like the C ABI's `kvidx_match`.

@@ -1,10 +1,13 @@
-//! Event threads: sticky routing per worker, bounded queues with backpressure, a true flush
+//! Event threads: sticky routing per worker, queues bounded in count and bytes, a true flush
 //! barrier.
 //!
-//! Every event of a `worker_id` (all its dp ranks) goes to one thread, chosen by hashing the
+//! Every write of a `worker_id` (all its dp ranks) goes to one thread, chosen by hashing the
 //! id, so a worker's events and its removal are applied in the order they were accepted.
-//! Queues are bounded: when a thread falls behind, senders block until there is room.
-//! `flush` puts a barrier in every queue and waits until every thread has passed it.
+//! Each queue holds at most `capacity` writes and `budget` bytes of them
+//! ([`Write::queued_bytes`]); when a thread falls behind, senders block until there is room.
+//! A write larger than the whole budget is still accepted, once its queue is empty, so
+//! nothing is ever refused for its size. `flush` puts a barrier in every queue and waits until
+//! every thread has passed it.
 
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,86 +15,135 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
 
 use crate::applier::Applier;
-use crate::model::{Event, Worker};
+use crate::model::Write;
 use crate::Error;
 
 /// One unit of work for an event thread.
 enum Job {
-    Event(Event),
-    RemoveWorker(u64),
-    RemoveWorkerDpRank(Worker),
+    /// A write and the bytes it counts against its queue's budget.
+    Write(Write, usize),
     /// Acknowledged once every job queued before it on this thread is applied.
     Barrier(Sender<Result<(), Error>>),
 }
 
+/// How much of a queue's bounds is in use.
+#[derive(Default)]
+struct Usage {
+    writes: usize,
+    bytes: usize,
+    /// Senders waiting for room.
+    waiting: usize,
+}
+
+/// The bounds of one queue, shared by its senders and its thread.
+struct Bound {
+    usage: Mutex<Usage>,
+    room: Condvar,
+    capacity: usize,
+    budget: usize,
+}
+
+impl Bound {
+    /// Blocks until `bytes` more fit (or the queue is empty), then counts them.
+    fn acquire(&self, bytes: usize) {
+        let mut usage = self.usage.lock();
+        while usage.writes > 0
+            && (usage.writes >= self.capacity || usage.bytes.saturating_add(bytes) > self.budget)
+        {
+            usage.waiting += 1;
+            self.room.wait(&mut usage);
+            usage.waiting -= 1;
+        }
+        usage.writes += 1;
+        usage.bytes += bytes;
+    }
+
+    /// Returns the room of one applied write.
+    fn release(&self, bytes: usize) {
+        let mut usage = self.usage.lock();
+        usage.writes -= 1;
+        usage.bytes -= bytes;
+        if usage.waiting > 0 {
+            self.room.notify_all();
+        }
+    }
+}
+
+/// A queue's sending side.
+struct Queue {
+    jobs: Sender<Job>,
+    bound: Arc<Bound>,
+}
+
 /// A fixed set of event threads fed through bounded queues.
 pub(crate) struct EventPool {
-    senders: Vec<Sender<Job>>,
+    queues: Vec<Queue>,
     threads: Vec<JoinHandle<()>>,
     failed: Arc<AtomicBool>,
 }
 
 impl EventPool {
-    /// Starts `threads` event threads (> 0), each with a queue of `capacity` jobs.
+    /// Starts `threads` event threads (> 0), each with a queue of at most `capacity` writes
+    /// and `budget` bytes. Nothing is preallocated per queue.
     pub(crate) fn start(
         applier: Arc<Applier>,
         threads: usize,
         capacity: usize,
+        budget: usize,
     ) -> Result<Self, Error> {
         let failed = Arc::new(AtomicBool::new(false));
-        let mut senders = Vec::with_capacity(threads);
-        let mut handles = Vec::with_capacity(threads);
+        let mut pool = Self {
+            queues: Vec::with_capacity(threads),
+            threads: Vec::with_capacity(threads),
+            failed,
+        };
         for index in 0..threads {
-            let (tx, rx) = bounded(capacity);
+            let (tx, rx) = unbounded();
+            let bound = Arc::new(Bound {
+                usage: Mutex::new(Usage::default()),
+                room: Condvar::new(),
+                capacity: capacity.max(1),
+                budget,
+            });
             let applier = Arc::clone(&applier);
-            let failed = Arc::clone(&failed);
+            let failed = Arc::clone(&pool.failed);
+            let thread_bound = Arc::clone(&bound);
             let handle = std::thread::Builder::new()
                 .name(format!("kvidx-events-{index}"))
-                .spawn(move || run_thread(&applier, &rx, &failed))
+                .spawn(move || run_thread(&applier, &rx, &thread_bound, &failed))
+                // Dropping `pool` disconnects and joins the threads already started.
                 .map_err(|_| Error::ShutDown)?;
-            senders.push(tx);
-            handles.push(handle);
+            pool.queues.push(Queue { jobs: tx, bound });
+            pool.threads.push(handle);
         }
-        Ok(Self {
-            senders,
-            threads: handles,
-            failed,
-        })
+        Ok(pool)
     }
 
-    fn thread_of(&self, worker_id: u64) -> usize {
+    fn queue_of(&self, worker_id: u64) -> &Queue {
         let mut hasher = rustc_hash::FxBuildHasher.build_hasher();
         worker_id.hash(&mut hasher);
         let hash = std::hash::Hasher::finish(&hasher);
         // The high bits of an Fx hash are the well-mixed ones.
-        ((hash >> 32) % self.senders.len() as u64) as usize
+        &self.queues[((hash >> 32) % self.queues.len() as u64) as usize]
     }
 
-    fn send(&self, worker_id: u64, job: Job) -> Result<(), Error> {
+    /// Queues a write behind the earlier writes of its worker id; blocks while its queue is
+    /// full (in count or bytes).
+    pub(crate) fn submit(&self, write: Write) -> Result<(), Error> {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        self.senders[self.thread_of(worker_id)]
-            .send(job)
-            .map_err(|_| Error::ShutDown)
-    }
-
-    /// Queues an event behind the earlier events of its worker; blocks while the queue is full.
-    pub(crate) fn submit(&self, event: Event) -> Result<(), Error> {
-        self.send(event.worker.worker_id, Job::Event(event))
-    }
-
-    /// Queues the removal of every dp rank of a worker behind its earlier events.
-    pub(crate) fn remove_worker(&self, worker_id: u64) -> Result<(), Error> {
-        self.send(worker_id, Job::RemoveWorker(worker_id))
-    }
-
-    /// Queues the removal of one worker behind its earlier events.
-    pub(crate) fn remove_worker_dp_rank(&self, worker: Worker) -> Result<(), Error> {
-        self.send(worker.worker_id, Job::RemoveWorkerDpRank(worker))
+        let queue = self.queue_of(write.worker_id());
+        let bytes = write.queued_bytes();
+        queue.bound.acquire(bytes);
+        queue.jobs.send(Job::Write(write, bytes)).map_err(|_| {
+            queue.bound.release(bytes);
+            Error::ShutDown
+        })
     }
 
     /// Returns once every job accepted before the call has been applied.
@@ -99,14 +151,15 @@ impl EventPool {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        let (ack_tx, ack_rx) = bounded(self.senders.len());
-        for sender in &self.senders {
-            sender
+        let (ack_tx, ack_rx) = unbounded();
+        for queue in &self.queues {
+            queue
+                .jobs
                 .send(Job::Barrier(ack_tx.clone()))
                 .map_err(|_| Error::ShutDown)?;
         }
         drop(ack_tx);
-        for _ in 0..self.senders.len() {
+        for _ in 0..self.queues.len() {
             // A thread that is gone drops its barrier: recv fails instead of hanging.
             ack_rx.recv().map_err(|_| Error::ShutDown)??;
         }
@@ -117,38 +170,35 @@ impl EventPool {
 impl Drop for EventPool {
     /// Disconnects the queues, lets every thread drain what was accepted, and joins them.
     fn drop(&mut self) {
-        self.senders.clear();
+        self.queues.clear();
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
     }
 }
 
-fn run_thread(applier: &Applier, jobs: &Receiver<Job>, failed: &AtomicBool) {
+fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &AtomicBool) {
     for job in jobs.iter() {
-        if let Job::Barrier(ack) = job {
-            let status = if failed.load(Ordering::Acquire) {
-                Err(Error::ShutDown)
-            } else {
-                Ok(())
-            };
-            let _ = ack.send(status);
-            continue;
-        }
-        if failed.load(Ordering::Acquire) {
-            continue; // a bug broke the index: refuse to build on it, keep answering barriers
-        }
-        let applied = catch_unwind(AssertUnwindSafe(|| match job {
-            Job::Event(event) => {
-                let _ = applier.apply(&event);
+        let (write, bytes) = match job {
+            Job::Barrier(ack) => {
+                let status = if failed.load(Ordering::Acquire) {
+                    Err(Error::ShutDown)
+                } else {
+                    Ok(())
+                };
+                let _ = ack.send(status);
+                continue;
             }
-            Job::RemoveWorker(worker_id) => applier.backend().remove_worker(worker_id),
-            Job::RemoveWorkerDpRank(worker) => applier.backend().remove_worker_dp_rank(worker),
-            Job::Barrier(_) => unreachable!("barriers are handled above"),
-        }));
-        if applied.is_err() {
+            Job::Write(write, bytes) => (write, bytes),
+        };
+        // A bug that broke the index: refuse to build on it, keep answering barriers.
+        if !failed.load(Ordering::Acquire)
+            && catch_unwind(AssertUnwindSafe(|| applier.apply(&write))).is_err()
+        {
             failed.store(true, Ordering::Release);
         }
+        drop(write);
+        bound.release(bytes);
     }
 }
 
@@ -156,13 +206,18 @@ fn run_thread(applier: &Applier, jobs: &Receiver<Job>, failed: &AtomicBool) {
 mod tests {
     use super::*;
     use crate::index::Backend;
-    use crate::model::{EventData, Match, Outcome};
+    use crate::model::{Block, Event, EventData, Match, Outcome, Worker};
+    use std::time::Duration;
 
-    /// A backend with a bug: it panics on every Cleared event.
-    struct PanicsOnClear;
+    /// A backend with a bug: it panics on every Cleared event, and it can be held still.
+    #[derive(Default)]
+    struct Scripted {
+        gate: Arc<parking_lot::RwLock<()>>,
+    }
 
-    impl Backend for PanicsOnClear {
+    impl Backend for Scripted {
         fn apply(&self, _: Worker, data: &EventData) -> Outcome {
+            let _held = self.gate.read();
             assert!(!matches!(data, EventData::Cleared), "injected bug");
             Outcome::Applied {
                 unknown_removals: 0,
@@ -181,24 +236,64 @@ mod tests {
         }
     }
 
+    fn event(w: Worker, blocks: usize) -> Write {
+        Write::Event(Event::stored(w, 0, None, vec![Block::new(1, 2); blocks]))
+    }
+
     #[test]
     fn a_panic_on_an_event_thread_shuts_the_pool_down_without_hanging() {
-        let applier = Arc::new(Applier::new(Box::new(PanicsOnClear)));
-        let pool = EventPool::start(Arc::clone(&applier), 2, 1).unwrap();
+        let applier = Arc::new(Applier::new(Box::new(Scripted::default())));
+        let pool = EventPool::start(Arc::clone(&applier), 2, 1, 1 << 20).unwrap();
         let w = Worker::new(3, 0);
-        pool.submit(Event::removed(w, 0, vec![])).unwrap();
+        pool.submit(Write::Event(Event::removed(w, 0, vec![])))
+            .unwrap();
         pool.flush().unwrap();
         assert_eq!(applier.stats().events_applied, 1);
 
-        pool.submit(Event::cleared(w, 1)).unwrap();
+        pool.submit(Write::Event(Event::cleared(w, 1))).unwrap();
         // The barrier is answered, with the failure, instead of waiting forever.
         assert_eq!(pool.flush(), Err(Error::ShutDown));
         assert_eq!(
-            pool.submit(Event::removed(w, 2, vec![])),
+            pool.submit(Write::Event(Event::removed(w, 2, vec![]))),
             Err(Error::ShutDown)
         );
-        assert_eq!(pool.remove_worker(3), Err(Error::ShutDown));
+        assert_eq!(pool.submit(Write::RemoveWorker(3)), Err(Error::ShutDown));
         drop(pool); // joins the threads: none is stuck
         assert_eq!(applier.stats().events_applied, 1);
+    }
+
+    /// Usage of the one queue of a one-thread pool.
+    fn usage(pool: &EventPool) -> (usize, usize) {
+        let usage = pool.queues[0].bound.usage.lock();
+        (usage.writes, usage.bytes)
+    }
+
+    #[test]
+    fn queues_are_bounded_by_bytes_and_an_oversized_write_goes_alone() {
+        let backend = Scripted::default();
+        let gate = Arc::clone(&backend.gate);
+        let closed = gate.write(); // the event thread blocks in its first apply
+        let applier = Arc::new(Applier::new(Box::new(backend)));
+        let w = Worker::new(1, 0);
+        let one = event(w, 100).queued_bytes();
+        let pool = Arc::new(EventPool::start(Arc::clone(&applier), 1, 1000, 3 * one).unwrap());
+        for _ in 0..3 {
+            pool.submit(event(w, 100)).unwrap();
+        }
+        assert_eq!(usage(&pool), (3, 3 * one), "three writes fill the budget");
+        let sender = |blocks: usize| {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || pool.submit(event(w, blocks)))
+        };
+        let small = sender(100);
+        let huge = sender(100_000);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(usage(&pool).0, 3, "both senders wait for room");
+        drop(closed);
+        small.join().unwrap().unwrap();
+        huge.join().unwrap().unwrap();
+        pool.flush().unwrap();
+        assert_eq!(usage(&pool), (0, 0));
+        assert_eq!(applier.stats().events_applied, 5);
     }
 }

@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{configs_of, Lockstep, Op};
+use common::{configs_of, event, remove_worker, remove_worker_dp_rank, Lockstep, Op};
 use kvidx::{BackendKind, Block, Event, Worker};
 use proptest::prelude::*;
 
@@ -41,7 +41,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         prop::collection::vec((0u64..3, 0u64..16), 0..5),
     )
         .prop_map(|(w, parent, blocks)| {
-            Op::Event(Event::stored(
+            event(Event::stored(
                 w,
                 0,
                 parent,
@@ -49,7 +49,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             ))
         });
     let short_remove = (worker_strategy(), prop::collection::vec(0u64..16, 0..4))
-        .prop_map(|(w, names)| Op::Event(Event::removed(w, 0, names)));
+        .prop_map(|(w, names)| event(Event::removed(w, 0, names)));
     let chain_store = (
         worker_strategy(),
         0u64..3,
@@ -63,7 +63,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             let blocks = (first..last)
                 .map(|p| Block::new(template_local(template, p), chain_name(template, p, salt)))
                 .collect();
-            Op::Event(Event::stored(w, 0, parent, blocks))
+            event(Event::stored(w, 0, parent, blocks))
         });
     let chain_remove = (
         worker_strategy(),
@@ -76,7 +76,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
                 .into_iter()
                 .map(|p| chain_name(template, p, salt))
                 .collect();
-            Op::Event(Event::removed(w, 0, names))
+            event(Event::removed(w, 0, names))
         });
     let chain_query = (
         0u64..3,
@@ -100,9 +100,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => chain_remove,
         4 => chain_query,
         3 => short_query,
-        1 => worker_strategy().prop_map(|w| Op::Event(Event::cleared(w, 0))),
-        1 => (0u64..3).prop_map(Op::RemoveWorker),
-        1 => worker_strategy().prop_map(Op::RemoveWorkerDpRank),
+        1 => worker_strategy().prop_map(|w| event(Event::cleared(w, 0))),
+        1 => (0u64..3).prop_map(remove_worker),
+        1 => worker_strategy().prop_map(remove_worker_dp_rank),
     ]
 }
 

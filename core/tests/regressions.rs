@@ -202,8 +202,8 @@ fn remove_worker_drops_every_dp_rank() {
         stored(W0, None, &[(1, 10)]),
         stored(W0R1, None, &[(1, 10)]),
         stored(W1, None, &[(1, 10)]),
-        Op::RemoveWorker(0),
-        Op::RemoveWorker(42),
+        remove_worker(0),
+        remove_worker(42),
     ];
     expect_everywhere(&ops, &[1], &answer(&[(W1, 1)]));
 }
@@ -213,8 +213,8 @@ fn remove_worker_dp_rank_drops_one_rank() {
     let ops = [
         stored(W0, None, &[(1, 10)]),
         stored(W0R1, None, &[(1, 10)]),
-        Op::RemoveWorkerDpRank(W0R1),
-        Op::RemoveWorkerDpRank(Worker::new(0, 7)),
+        remove_worker_dp_rank(W0R1),
+        remove_worker_dp_rank(Worker::new(0, 7)),
     ];
     expect_everywhere(&ops, &[1], &answer(&[(W0, 1)]));
 }
@@ -223,7 +223,7 @@ fn remove_worker_dp_rank_drops_one_rank() {
 fn removed_worker_can_come_back() {
     let ops = [
         stored(W0, None, &[(1, 10), (2, 11)]),
-        Op::RemoveWorker(0),
+        remove_worker(0),
         stored(W0, Some(10), &[(2, 11)]),
         stored(W0, None, &[(1, 30)]),
     ];

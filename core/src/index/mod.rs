@@ -26,7 +26,7 @@ pub trait Backend: Send + Sync + 'static {
 /// Which index structure an indexer uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendKind {
-    /// Per-position maps keyed by local hash, with exact jump search (the "flash" index).
+    /// Per-position maps keyed by local hash, with exact jump search (the design story's "flash" index).
     #[default]
     Positional,
     /// A concurrent radix tree over local hashes.
@@ -35,10 +35,11 @@ pub enum BackendKind {
     Reference,
 }
 
-mod per_worker;
 mod registry;
 mod segmented;
+mod worker_blocks;
 mod worker_set;
 
 pub mod positional;
 pub mod radix;
+pub mod reference;

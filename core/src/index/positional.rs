@@ -1,4 +1,4 @@
-//! The positional ("flash") index: one concurrent map per position, keyed by local hash,
+//! The positional index: one concurrent map per position, keyed by local hash,
 //! searched with exact jumps.
 //!
 //! # Layout
@@ -25,12 +25,12 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-use super::per_worker::{push_match, WorkerBlocks};
-use super::registry::{Entry, Registry};
+use super::registry::{Registry, SlotInfo};
 use super::segmented::Segmented;
+use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
 use super::worker_set::{merge_into, split_by, WorkerSet};
 use crate::identity::{mix, IDENTITY_SEED};
-use crate::model::{chain_fits, Block, Match, Outcome, RejectReason};
+use crate::model::{chain_fits, Block, Outcome, RejectReason};
 use crate::scratch::with_scratch;
 
 /// Identities at one (position, local hash), with their holders.
@@ -259,7 +259,7 @@ impl PositionalIndex {
     fn jump_safe(&self, slot: u32) -> bool {
         self.registry
             .slot_info(slot)
-            .is_some_and(|info| info.unsafe_jumps.load(Ordering::Acquire) == 0)
+            .is_some_and(|info| !info.jumps_unsafe.load(Ordering::Acquire))
     }
 
     /// Calls `f` with the holders of `identity` at `position` under local hash `local`.
@@ -291,7 +291,7 @@ impl PositionalIndex {
         first: usize,
         last: usize,
         s: &mut Scratch,
-        out: &mut Vec<Match>,
+        out: &mut Vec<SlotDepth>,
     ) {
         s.stack.clear();
         s.stack.push((first, last, 0, s.bisect.len()));
@@ -301,7 +301,7 @@ impl PositionalIndex {
             }
             if lo == hi {
                 for &slot in &s.bisect[start..end] {
-                    push_match(out, self.registry.worker_of(slot), lo);
+                    push_depth(out, slot, lo);
                 }
                 continue;
             }
@@ -317,7 +317,7 @@ impl PositionalIndex {
         }
     }
 
-    fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
+    fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<SlotDepth>) {
         // Depths are u32: a query longer than the deepest possible chain cannot match further.
         let n = local_hashes.len().min(u32::MAX as usize);
         if n == 0 {
@@ -373,7 +373,7 @@ impl PositionalIndex {
                         split_by(&s.unsure, h, &mut s.kept, &mut s.dropped);
                     });
                     for &slot in &s.dropped {
-                        push_match(out, self.registry.worker_of(slot), position);
+                        push_depth(out, slot, position);
                     }
                     std::mem::swap(&mut s.unsure, &mut s.kept);
                 }
@@ -382,7 +382,7 @@ impl PositionalIndex {
             matched = target + 1;
         }
         for &slot in &s.active {
-            push_match(out, self.registry.worker_of(slot), matched);
+            push_depth(out, slot, matched);
         }
     }
 }
@@ -492,25 +492,39 @@ impl WorkerBlocks for PositionalIndex {
         *blocks = WorkerState::default();
     }
 
-    fn search(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+    fn first_holders(&self, first_local: u64, out: &mut Vec<u32>) {
+        let identity = mix(IDENTITY_SEED, first_local);
+        self.with_holders(0, first_local, identity, |h| {
+            out.clear();
+            out.extend_from_slice(h);
+        });
+    }
+
+    fn search(&self, local_hashes: &[u64], out: &mut Vec<SlotDepth>) {
         with_scratch(&SCRATCH, |scratch| {
             self.search_with(local_hashes, scratch, out)
         });
     }
 
-    /// Marks the worker's jumps unsafe while its blocks change, then safe again if it has no
-    /// orphans, so that concurrent readers never trust a jump over a half-applied event.
-    fn around_change<R>(
-        &self,
-        entry: &mut Entry<WorkerState>,
-        change: impl FnOnce(&mut WorkerState, u32) -> R,
-    ) -> R {
-        let info = self.registry.slot_info(entry.slot).expect("slot allocated");
-        info.unsafe_jumps.store(1, Ordering::Release);
-        let result = change(&mut entry.state, entry.slot);
-        info.unsafe_jumps
-            .store(u32::from(entry.state.orphans > 0), Ordering::Release);
-        result
+    fn depth_now(&self, state: &WorkerState, _slot: u32, local_hashes: &[u64]) -> usize {
+        let mut identity = IDENTITY_SEED;
+        for (depth, &local) in local_hashes.iter().enumerate() {
+            identity = mix(identity, local);
+            if !state
+                .identities
+                .get(&identity)
+                .is_some_and(|info| info.names > 0)
+            {
+                return depth;
+            }
+        }
+        local_hashes.len()
+    }
+
+    /// Jumps over a worker with orphans cannot be trusted: tell readers.
+    fn after_change(&self, state: &WorkerState, info: &SlotInfo) {
+        info.jumps_unsafe
+            .store(state.orphans > 0, Ordering::Release);
     }
 }
 

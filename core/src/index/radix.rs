@@ -15,10 +15,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
-use super::per_worker::{push_match, WorkerBlocks};
 use super::registry::Registry;
+use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
 use super::worker_set::{split_by, WorkerSet};
-use crate::model::{chain_fits, Block, Match, Outcome, RejectReason};
+use crate::model::{chain_fits, Block, Outcome, RejectReason};
 use crate::scratch::with_scratch;
 
 #[derive(Default)]
@@ -149,7 +149,7 @@ impl RadixIndex {
         }
     }
 
-    fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<Match>) {
+    fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<SlotDepth>) {
         let n = local_hashes.len().min(u32::MAX as usize);
         let mut node = Arc::clone(&self.root);
         let mut matched = 0usize;
@@ -176,7 +176,7 @@ impl RadixIndex {
                         &mut s.dropped,
                     );
                     for &slot in &s.dropped {
-                        push_match(out, self.registry.worker_of(slot), matched);
+                        push_depth(out, slot, matched);
                     }
                     std::mem::swap(&mut s.active, &mut s.kept);
                 }
@@ -188,7 +188,7 @@ impl RadixIndex {
             node = child;
         }
         for &slot in &s.active {
-            push_match(out, self.registry.worker_of(slot), matched);
+            push_depth(out, slot, matched);
         }
     }
 }
@@ -284,10 +284,33 @@ impl WorkerBlocks for RadixIndex {
         }
     }
 
-    fn search(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+    fn first_holders(&self, first_local: u64, out: &mut Vec<u32>) {
+        out.clear();
+        let child = self.root.state.read().children.get(&first_local).cloned();
+        if let Some(child) = child {
+            out.extend_from_slice(child.state.read().holders.as_slice());
+        }
+    }
+
+    fn search(&self, local_hashes: &[u64], out: &mut Vec<SlotDepth>) {
         with_scratch(&SCRATCH, |scratch| {
             self.search_with(local_hashes, scratch, out)
         });
+    }
+
+    fn depth_now(&self, state: &WorkerState, _slot: u32, local_hashes: &[u64]) -> usize {
+        // The worker's own nodes stay linked while it holds them (its lock is held here).
+        let mut node = Arc::clone(&self.root);
+        for (depth, local) in local_hashes.iter().enumerate() {
+            let Some(child) = node.state.read().children.get(local).cloned() else {
+                return depth;
+            };
+            if !state.held.contains_key(&child.key()) {
+                return depth;
+            }
+            node = child;
+        }
+        local_hashes.len()
     }
 }
 

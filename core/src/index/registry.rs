@@ -1,12 +1,20 @@
 //! The worker registry: per-worker state behind a mutex, and slot numbers for readers.
 //!
 //! Each known worker owns a small integer *slot*. Index structures store slots, not workers;
-//! readers turn a slot back into a worker with [`Registry::worker_of`] without taking a lock.
+//! readers turn a slot back into a worker with [`Registry::snapshot`] without taking a lock.
 //! A worker's state is changed only under its mutex, so events of one worker applied from
 //! several threads at once are serialised, and a removal never races an event of the same
 //! worker into a half-purged state.
+//!
+//! # Slot versions
+//! Slots are recycled, so a reader that saw slot `s` among a block's holders cannot tell from
+//! the slot alone whose it was. Each slot carries a version that only grows: odd while its
+//! worker is being changed (or while the slot is free), even while stable. Every change of a
+//! worker's blocks, its removal and the slot's reallocation move the version, so a reader that
+//! reads an even version before its reads of a slot and the same version after them has seen
+//! one stable state of one worker (a seqlock read; see `worker_blocks` for the whole protocol).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -21,10 +29,40 @@ use crate::model::Worker;
 pub(crate) struct SlotInfo {
     worker_id: AtomicU64,
     dp_rank: AtomicU32,
-    /// Backend-defined: for the positional index, non-zero when a jump over this worker's
-    /// blocks cannot be trusted (it holds a block whose parent it does not hold, or an event
-    /// is being applied to it right now).
-    pub(crate) unsafe_jumps: AtomicU32,
+    /// See the module docs: odd while changing or free, even while stable.
+    version: AtomicU64,
+    /// Set by the positional index when a jump over this worker's blocks cannot be trusted
+    /// (it holds a block whose parent it does not hold). Written with `Release` inside a
+    /// change, so a reader that sees a new value also sees the version move.
+    pub(crate) jumps_unsafe: AtomicBool,
+}
+
+impl SlotInfo {
+    /// Marks the start of a change: the version becomes odd.
+    fn begin_change(&self) {
+        let before = self.version.fetch_add(1, Ordering::AcqRel);
+        debug_assert!(before % 2 == 0, "changes of one slot do not overlap");
+    }
+
+    /// Marks the end of a change: the version becomes even again.
+    fn end_change(&self) {
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A reader's record of a slot taken before reading the index: whose it was, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotSnapshot {
+    pub(crate) slot: u32,
+    pub(crate) version: u64,
+    pub(crate) worker: Worker,
+}
+
+impl SlotSnapshot {
+    /// Whether the slot was stable (even version) when the snapshot was taken.
+    pub(crate) fn was_stable(&self) -> bool {
+        self.version % 2 == 0
+    }
 }
 
 /// A worker's state, its slot, and whether it has been removed.
@@ -62,9 +100,13 @@ impl<S: Default> Registry<S> {
             .pop()
             .unwrap_or_else(|| self.next_slot.fetch_add(1, Ordering::Relaxed));
         let info = self.slots.get_or_alloc(slot as usize);
+        if info.version.load(Ordering::Relaxed) == 0 {
+            info.version.store(1, Ordering::Relaxed); // a new slot starts as a free one
+        }
         info.worker_id.store(worker.worker_id, Ordering::Relaxed);
         info.dp_rank.store(worker.dp_rank, Ordering::Relaxed);
-        info.unsafe_jumps.store(0, Ordering::Release);
+        info.jumps_unsafe.store(false, Ordering::Relaxed);
+        info.end_change(); // odd (free) -> even (stable, this worker's)
         slot
     }
 
@@ -109,9 +151,61 @@ impl<S: Default> Registry<S> {
             return;
         };
         let mut guard: MutexGuard<'_, Entry<S>> = entry.lock();
+        // The version stays odd until the slot is given to another worker.
+        self.info(guard.slot).begin_change();
         purge(&mut guard);
         guard.removed = true;
         self.free_slots.lock().push(guard.slot);
+    }
+
+    /// Runs `change` on the worker's blocks as one change of its slot's version (see the
+    /// module docs): readers that overlap it do not trust what they read of this worker.
+    pub(crate) fn change<R>(
+        &self,
+        entry: &mut Entry<S>,
+        change: impl FnOnce(&mut S, u32) -> R,
+    ) -> R {
+        let info = self.info(entry.slot);
+        info.begin_change();
+        let result = change(&mut entry.state, entry.slot);
+        info.end_change();
+        result
+    }
+
+    fn info(&self, slot: u32) -> &SlotInfo {
+        self.slots
+            .get(slot as usize)
+            .expect("a known worker's slot is allocated")
+    }
+
+    /// Records whose a slot is and its version, before a reader reads the index about it.
+    #[inline]
+    pub(crate) fn snapshot(&self, slot: u32) -> Option<SlotSnapshot> {
+        let info = self.slots.get(slot as usize)?;
+        let version = info.version.load(Ordering::Acquire);
+        let worker = Worker::new(
+            info.worker_id.load(Ordering::Relaxed),
+            info.dp_rank.load(Ordering::Relaxed),
+        );
+        Some(SlotSnapshot {
+            slot,
+            version,
+            worker,
+        })
+    }
+
+    /// Whether nothing about the snapshot's slot changed since it was taken: then every read
+    /// made in between saw one stable state of the snapshot's worker.
+    #[inline]
+    pub(crate) fn unchanged_since(&self, snapshot: &SlotSnapshot) -> bool {
+        // The reads being validated (and the worker's id) happen before the version is read
+        // again.
+        fence(Ordering::Acquire);
+        snapshot.was_stable()
+            && self
+                .slots
+                .get(snapshot.slot as usize)
+                .is_some_and(|info| info.version.load(Ordering::Relaxed) == snapshot.version)
     }
 
     /// Every known worker with the given id.
@@ -121,18 +215,6 @@ impl<S: Default> Registry<S> {
             .map(|e| *e.key())
             .filter(|w| w.worker_id == worker_id)
             .collect()
-    }
-
-    /// The worker a slot belongs to (lock-free; may be stale while that worker is removed).
-    #[inline]
-    pub(crate) fn worker_of(&self, slot: u32) -> Worker {
-        match self.slots.get(slot as usize) {
-            Some(info) => Worker::new(
-                info.worker_id.load(Ordering::Relaxed),
-                info.dp_rank.load(Ordering::Relaxed),
-            ),
-            None => Worker::default(),
-        }
     }
 
     /// Reader-visible facts of a slot.

@@ -1,8 +1,7 @@
 //! Shared harness: every backend configuration, run in lockstep with the reference model.
 #![allow(dead_code)]
 
-use kvidx::reference::ReferenceIndex;
-use kvidx::{Backend, BackendKind, Block, Config, Event, Indexer, Match, Stats, Worker};
+use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, Worker, Write};
 
 /// The configurations every semantic test runs: each backend, synchronous and pooled, and
 /// several jump sizes (1 = no jumps; odd sizes land jumps on odd positions).
@@ -17,6 +16,7 @@ pub fn configs() -> Vec<(String, Config)> {
                     event_threads: threads,
                     jump_size: jump,
                     queue_capacity: 4,
+                    queue_bytes: 0,
                 },
             ));
         }
@@ -27,6 +27,7 @@ pub fn configs() -> Vec<(String, Config)> {
                 event_threads: threads,
                 jump_size: 0,
                 queue_capacity: 4,
+                queue_bytes: 0,
             },
         ));
     }
@@ -41,13 +42,21 @@ pub fn configs_of(kind: BackendKind) -> Vec<(String, Config)> {
         .collect()
 }
 
-/// One step of a test scenario.
+/// One step of a test scenario: a write, or a query checked against the reference model.
 #[derive(Debug, Clone)]
 pub enum Op {
-    Event(Event),
-    RemoveWorker(u64),
-    RemoveWorkerDpRank(Worker),
+    Write(Write),
     Query(Vec<u64>),
+}
+
+/// The reference model behind the same write path and counters as every indexer.
+pub fn reference_indexer() -> Indexer {
+    Indexer::new(Config {
+        backend: BackendKind::Reference,
+        event_threads: 0,
+        ..Config::default()
+    })
+    .expect("valid config")
 }
 
 /// Applies ops to an indexer and to the reference model, comparing every query answer and,
@@ -55,8 +64,7 @@ pub enum Op {
 pub struct Lockstep {
     pub name: String,
     pub indexer: Indexer,
-    pub reference: ReferenceIndex,
-    reference_stats: Stats,
+    pub reference: Indexer,
     step: usize,
 }
 
@@ -65,47 +73,26 @@ impl Lockstep {
         Self {
             name: name.to_string(),
             indexer: Indexer::new(config).expect("valid config"),
-            reference: ReferenceIndex::new(),
-            reference_stats: Stats::default(),
+            reference: reference_indexer(),
             step: 0,
-        }
-    }
-
-    fn reference_apply(&mut self, event: &Event) {
-        match self.reference.apply(event.worker, &event.data) {
-            kvidx::Outcome::Applied { unknown_removals } => {
-                self.reference_stats.events_applied += 1;
-                self.reference_stats.unknown_removals += unknown_removals;
-            }
-            kvidx::Outcome::Rejected(_) => self.reference_stats.events_rejected += 1,
         }
     }
 
     pub fn run(&mut self, op: &Op) {
         self.step += 1;
         match op {
-            Op::Event(event) => {
-                self.reference_apply(event);
-                let result = self.indexer.apply_event(event.clone());
+            Op::Write(write) => {
+                let want = self.reference.submit(write.clone());
+                let result = self.indexer.submit(write.clone());
                 if self.indexer.config().event_threads == 0 {
-                    let rejected = matches!(result, Err(kvidx::Error::ParentNotFound));
-                    assert!(
-                        result.is_ok() || rejected,
-                        "{}: step {}: unexpected {result:?}",
-                        self.name,
-                        self.step
+                    assert_eq!(
+                        result, want,
+                        "{}: step {}: outcome of {write:?}",
+                        self.name, self.step
                     );
                 } else {
                     result.expect("pooled apply accepts well-formed events");
                 }
-            }
-            Op::RemoveWorker(id) => {
-                self.reference.remove_worker(*id);
-                self.indexer.remove_worker(*id).unwrap();
-            }
-            Op::RemoveWorkerDpRank(w) => {
-                self.reference.remove_worker_dp_rank(*w);
-                self.indexer.remove_worker_dp_rank(*w).unwrap();
             }
             Op::Query(q) => {
                 self.indexer.flush().unwrap();
@@ -118,19 +105,14 @@ impl Lockstep {
     }
 
     pub fn expected(&self, q: &[u64]) -> Vec<Match> {
-        let mut want = Vec::new();
-        self.reference.find_matches_into(q, &mut want);
-        want
+        self.reference.find_matches(q)
     }
 
     pub fn check_stats(&mut self) {
         self.indexer.flush().unwrap();
-        let mut want = self.reference_stats;
-        want.workers = self.reference.workers();
-        want.worker_blocks = self.reference.worker_blocks();
         assert_eq!(
             self.indexer.stats(),
-            want,
+            self.reference.stats(),
             "{}: stats after step {}",
             self.name,
             self.step
@@ -154,9 +136,24 @@ pub const W0: Worker = Worker::new(0, 0);
 pub const W1: Worker = Worker::new(1, 0);
 pub const W0R1: Worker = Worker::new(0, 1);
 
+/// A write of an event.
+pub fn event(event: Event) -> Op {
+    Op::Write(Write::Event(event))
+}
+
+/// The removal of every dp rank of a worker id.
+pub fn remove_worker(worker_id: u64) -> Op {
+    Op::Write(Write::RemoveWorker(worker_id))
+}
+
+/// The removal of one worker.
+pub fn remove_worker_dp_rank(worker: Worker) -> Op {
+    Op::Write(Write::RemoveWorkerDpRank(worker))
+}
+
 /// A Stored event whose blocks are `(local, name)` pairs.
 pub fn stored(worker: Worker, parent: Option<u64>, blocks: &[(u64, u64)]) -> Op {
-    Op::Event(Event::stored(
+    event(Event::stored(
         worker,
         0,
         parent,
@@ -174,11 +171,11 @@ pub fn chain(worker: Worker, locals: &[u64], first: usize, len: usize, base: u64
 }
 
 pub fn removed(worker: Worker, names: &[u64]) -> Op {
-    Op::Event(Event::removed(worker, 0, names.to_vec()))
+    event(Event::removed(worker, 0, names.to_vec()))
 }
 
 pub fn cleared(worker: Worker) -> Op {
-    Op::Event(Event::cleared(worker, 0))
+    event(Event::cleared(worker, 0))
 }
 
 pub fn query(locals: &[u64]) -> Op {
