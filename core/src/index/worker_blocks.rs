@@ -137,8 +137,12 @@ impl<B: WorkerBlocks> Backend for B {
             s.seen
                 .extend(s.slots.iter().filter_map(|&slot| registry.snapshot(slot)));
             // Step 3.
+            #[cfg(test)]
+            tests::at_step(tests::ReadStep::Snapshotted);
             s.found.clear();
             self.search(local_hashes, &mut s.found);
+            #[cfg(test)]
+            tests::at_step(tests::ReadStep::Searched);
             // Step 4.
             s.retry.clear();
             for &(slot, depth) in &s.found {
@@ -215,5 +219,202 @@ fn push_match(out: &mut Vec<Match>, worker: Worker, depth: usize) {
 pub(crate) fn push_depth(out: &mut Vec<SlotDepth>, slot: u32, depth: usize) {
     if depth > 0 {
         out.push((slot, depth.min(u32::MAX as usize) as u32));
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! Deterministic interleavings: writes run on the reader's own thread between the steps
+    //! of its read, at exactly the points where a concurrent writer could get in.
+
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::index::positional::PositionalIndex;
+    use crate::index::radix::RadixIndex;
+    use crate::model::Event;
+
+    /// The points of a read where the hook runs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum ReadStep {
+        Snapshotted,
+        Searched,
+    }
+
+    type Hook = Box<dyn FnMut(ReadStep)>;
+
+    thread_local! {
+        static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    pub(crate) fn at_step(step: ReadStep) {
+        let hook = HOOK.with(|h| h.borrow_mut().take());
+        if let Some(mut hook) = hook {
+            hook(step);
+            HOOK.with(|h| *h.borrow_mut() = Some(hook));
+        }
+    }
+
+    /// Runs one query with `writes` applied at `step`, once.
+    fn query_with(
+        index: &Arc<dyn Backend>,
+        q: &[u64],
+        step: ReadStep,
+        writes: impl FnOnce(&dyn Backend) + 'static,
+    ) -> Vec<Match> {
+        let target = Arc::clone(index);
+        let mut writes = Some(writes);
+        HOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |at| {
+                if at == step {
+                    if let Some(writes) = writes.take() {
+                        writes(&*target);
+                    }
+                }
+            }))
+        });
+        let mut out = Vec::new();
+        index.find_matches_into(q, &mut out);
+        HOOK.with(|h| *h.borrow_mut() = None);
+        out
+    }
+
+    const W1: Worker = Worker::new(1, 0);
+    const W2: Worker = Worker::new(2, 0);
+
+    fn chain(worker: Worker, locals: &[u64], base: u64) -> Event {
+        let blocks = locals
+            .iter()
+            .enumerate()
+            .map(|(p, &l)| Block::new(l, base + p as u64))
+            .collect();
+        Event::stored(worker, 0, None, blocks)
+    }
+
+    fn apply(index: &dyn Backend, event: Event) {
+        let outcome = index.apply(event.worker, &event.data);
+        assert!(matches!(outcome, Outcome::Applied { .. }), "{outcome:?}");
+    }
+
+    fn backends() -> Vec<(&'static str, Arc<dyn Backend>)> {
+        vec![
+            ("positional(jump=4)", Arc::new(PositionalIndex::new(4))),
+            ("positional(jump=32)", Arc::new(PositionalIndex::new(32))),
+            ("radix", Arc::new(RadixIndex::new())),
+        ]
+    }
+
+    const X: [u64; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+
+    #[test]
+    fn a_recycled_slot_is_never_credited_to_its_next_worker() {
+        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+            for (name, index) in backends() {
+                apply(&*index, chain(W1, &X, 100));
+                // W1 goes and W2 takes its slot with the very chain the reader asks for.
+                let got = query_with(&index, &X, step, |ix| {
+                    ix.remove_worker(1);
+                    apply(ix, chain(W2, &X, 500));
+                });
+                assert_eq!(
+                    got,
+                    vec![],
+                    "{name} at {step:?}: W1 is gone, W2 came after step 1"
+                );
+                assert_eq!(
+                    index.find_matches_vec(&X),
+                    vec![Match {
+                        worker_id: 2,
+                        dp_rank: 0,
+                        depth: 12
+                    }],
+                    "{name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_recycled_slot_with_another_chain_names_nobody() {
+        // The audit's recipe: W1 holds X, W2 (on W1's old slot) holds Y; a reader of X must
+        // never be told that W2 holds X.
+        let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
+        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+            for (name, index) in backends() {
+                apply(&*index, chain(W1, &X, 100));
+                let y = y.clone();
+                let got = query_with(&index, &X, step, move |ix| {
+                    ix.remove_worker(1);
+                    apply(ix, chain(W2, &y, 500));
+                });
+                assert_eq!(got, vec![], "{name} at {step:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_changed_during_the_read_is_reported_as_it_is_afterwards() {
+        for (name, index) in backends() {
+            apply(&*index, chain(W1, &X, 100));
+            apply(&*index, chain(W2, &X, 200));
+            // A hole at position 7 of W1 while the read runs: its depth is 12 before and 7
+            // after, never anything else; W2 does not change and keeps 12.
+            let got = query_with(&index, &X, ReadStep::Searched, |ix| {
+                apply(ix, Event::removed(W1, 0, vec![107]));
+            });
+            assert_eq!(
+                got,
+                vec![
+                    Match {
+                        worker_id: 2,
+                        dp_rank: 0,
+                        depth: 12
+                    },
+                    Match {
+                        worker_id: 1,
+                        dp_rank: 0,
+                        depth: 7
+                    },
+                ],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_worker_removed_and_recreated_during_the_read_appears_once() {
+        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+            for (name, index) in backends() {
+                apply(&*index, chain(W2, &X, 200)); // takes slot 0
+                apply(&*index, chain(W1, &X, 100)); // slot 1
+                let got = query_with(&index, &X, step, |ix| {
+                    ix.remove_worker(1);
+                    apply(ix, chain(W2, &X[..3], 300)); // W2 changes too
+                    apply(ix, chain(W1, &X[..5], 400)); // W1 is back, on slot 1 again
+                });
+                let w1: Vec<_> = got.iter().filter(|m| m.worker_id == 1).collect();
+                assert!(w1.len() <= 1, "{name} at {step:?}: {got:?}");
+                assert!(
+                    w1.iter().all(|m| m.depth == 12 || m.depth == 5),
+                    "{name} at {step:?}: {got:?}"
+                );
+                let w2: Vec<_> = got.iter().filter(|m| m.worker_id == 2).collect();
+                assert_eq!(w2.len(), 1, "{name} at {step:?}: {got:?}");
+                assert_eq!(w2[0].depth, 12, "{name}: W2 still holds all of X");
+            }
+        }
+    }
+
+    trait FindVec {
+        fn find_matches_vec(&self, q: &[u64]) -> Vec<Match>;
+    }
+
+    impl FindVec for Arc<dyn Backend> {
+        fn find_matches_vec(&self, q: &[u64]) -> Vec<Match> {
+            let mut out = Vec::new();
+            self.find_matches_into(q, &mut out);
+            out
+        }
     }
 }
