@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
+	"strings"
 
 	kvidx "github.com/kvidx/kvidx/bindings/go"
 )
@@ -47,35 +50,104 @@ type removedData struct {
 // errBadEvent reports an event that is not exactly one of stored, removed, cleared.
 var errBadEvent = errors.New("an event needs exactly one of stored, removed, cleared")
 
-// decodeEvents reads one event object or an array of them.
+// wireEvent is kvEvent as decoded, to tell a missing worker_id from worker 0.
+type wireEvent struct {
+	WorkerID *uint64      `json:"worker_id"`
+	DpRank   uint32       `json:"dp_rank"`
+	EventID  uint64       `json:"event_id"`
+	Stored   *storedData  `json:"stored"`
+	Removed  *removedData `json:"removed"`
+	Cleared  *struct{}    `json:"cleared"`
+}
+
+// decodeEvents reads one event object or a non-empty array of them; every event needs a
+// worker_id (null, {} and [] are refused).
 func decodeEvents(body []byte) ([]kvEvent, error) {
 	body = bytes.TrimSpace(body)
-	var evs []kvEvent
+	var wire []*wireEvent
 	if len(body) > 0 && body[0] == '[' {
-		if err := strictUnmarshal(body, &evs); err != nil {
+		if err := strictUnmarshal(body, &wire); err != nil {
 			return nil, err
 		}
+		if len(wire) == 0 {
+			return nil, errors.New("no events: the array is empty")
+		}
 	} else {
-		var ev kvEvent
+		var ev *wireEvent
 		if err := strictUnmarshal(body, &ev); err != nil {
 			return nil, err
 		}
-		evs = []kvEvent{ev}
+		wire = []*wireEvent{ev}
+	}
+	evs := make([]kvEvent, len(wire))
+	for i, w := range wire {
+		if w == nil {
+			return nil, fmt.Errorf("event %d: null is not an event", i)
+		}
+		if w.WorkerID == nil {
+			return nil, fmt.Errorf("event %d: worker_id is missing", i)
+		}
+		evs[i] = kvEvent{WorkerID: *w.WorkerID, DpRank: w.DpRank, EventID: w.EventID,
+			Stored: w.Stored, Removed: w.Removed, Cleared: w.Cleared}
 	}
 	return evs, nil
 }
 
-// strictUnmarshal decodes JSON, rejecting unknown fields and trailing data.
+// strictUnmarshal decodes JSON, rejecting unknown fields and trailing data. Its errors are
+// meant for clients (see describeJSONError).
 func strictUnmarshal(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return err
+		return describeJSONError(err)
 	}
 	if dec.More() {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
+}
+
+// describeJSONError rewrites a decoder error in the API's terms (field names and JSON
+// types, not Go types).
+func describeJSONError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return errors.New("the body is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("the body ends in the middle of a JSON value")
+	case errors.As(err, &syntax):
+		return fmt.Errorf("invalid JSON at byte %d: %s", syntax.Offset, strings.TrimPrefix(syntax.Error(), "json: "))
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "the body"
+		}
+		return fmt.Errorf("%s: expected %s, got %s", field, jsonKind(typ.Type), typ.Value)
+	default:
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// jsonKind names the JSON shape a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+		return fmt.Sprintf("an integer in [0, %d]", ^uint64(0)>>(64-t.Bits()))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 // toIndexEvent converts a JSON event into the binding's event.

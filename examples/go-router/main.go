@@ -26,15 +26,49 @@ type options struct {
 	eventThreads uint
 	blockSize    uint
 	loadWeight   float64
+	maxBody      int64
+	limits       Limits
+	timeouts     timeouts
+}
+
+// timeouts are the HTTP server's: a request's header must arrive within readHeader and the
+// whole request within read (slow bodies get 408 and the connection is closed), a response
+// must be written within write of the header's end, and a kept-alive connection with no
+// request is closed after idle.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// defaultOptions are the command-line defaults.
+func defaultOptions() options {
+	return options{
+		addr:         "127.0.0.1:8080",
+		backend:      "positional",
+		eventThreads: 2,
+		blockSize:    16,
+		loadWeight:   4,
+		maxBody:      8 << 20,
+		limits:       DefaultLimits(),
+		timeouts:     timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
+	}
 }
 
 func main() {
-	var o options
-	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
-	flag.StringVar(&o.backend, "backend", "positional", "index backend: positional or radix")
-	flag.UintVar(&o.eventThreads, "event-threads", 2, "index event threads (0: apply on the request goroutine)")
-	flag.UintVar(&o.blockSize, "block-size", 16, "tokens per KV block, for token_ids in POST /route")
-	flag.Float64Var(&o.loadWeight, "load-weight", 4, "prefill blocks one in-flight request is worth")
+	o := defaultOptions()
+	flag.StringVar(&o.addr, "addr", o.addr, "listen address")
+	flag.StringVar(&o.backend, "backend", o.backend, "index backend: positional or radix")
+	flag.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
+	flag.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
+	flag.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
+	flag.Int64Var(&o.maxBody, "max-body", o.maxBody, "largest request body in bytes (larger: 413)")
+	flag.IntVar(&o.limits.MaxWorkers, "max-workers", o.limits.MaxWorkers, "workers (id, dp rank) known at once (beyond: 409)")
+	flag.IntVar(&o.limits.MaxNewWorkersPerRequest, "max-new-workers", o.limits.MaxNewWorkersPerRequest, "new workers one POST /events may register (beyond: 400)")
+	flag.IntVar(&o.limits.MaxRoutes, "max-routes", o.limits.MaxRoutes, "routed requests tracked as in flight (beyond: the oldest are forgotten; at least 64)")
+	flag.DurationVar(&o.limits.RouteTTL, "route-ttl", o.limits.RouteTTL, "a routed request not DELETEd within this no longer counts as load")
+	flag.DurationVar(&o.timeouts.readHeader, "read-header-timeout", o.timeouts.readHeader, "time to receive a request's header")
+	flag.DurationVar(&o.timeouts.read, "read-timeout", o.timeouts.read, "time to receive a whole request, body included")
+	flag.DurationVar(&o.timeouts.write, "write-timeout", o.timeouts.write, "time to handle a request and write its response")
+	flag.DurationVar(&o.timeouts.idle, "idle-timeout", o.timeouts.idle, "time a kept-alive connection may wait for its next request")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", o.addr)
@@ -74,10 +108,29 @@ func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
 	if o.blockSize == 0 || o.blockSize > 1<<20 {
 		return nil, nil, errors.New("block size out of range")
 	}
+	if o.maxBody <= 0 {
+		return nil, nil, errors.New("max body must be positive")
+	}
+	t := o.timeouts
+	if t.readHeader <= 0 || t.read <= 0 || t.write <= 0 || t.idle <= 0 {
+		return nil, nil, errors.New("every timeout must be positive")
+	}
 	ix, err := kvidx.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	h := newHandler(NewRouter(ix, o.loadWeight), ix, uint32(o.blockSize))
-	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ix, nil
+	r, err := NewRouter(ix, o.loadWeight, o.limits)
+	if err != nil {
+		_ = ix.Close()
+		return nil, nil, err
+	}
+	srv := &http.Server{
+		Handler:           newHandler(r, ix, uint32(o.blockSize), o.maxBody),
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    64 << 10,
+	}
+	return srv, ix, nil
 }

@@ -49,7 +49,8 @@ func (h *histogram) write(w io.Writer, name, help string) {
 // metrics are the router's own counters; the index's come from Indexer.Stats at scrape time.
 type metrics struct {
 	eventsReceived atomic.Uint64
-	badRequests    atomic.Uint64
+	badRequests    atomic.Uint64 // every 4xx answer
+	tooLarge       atomic.Uint64 // 413 answers
 	routed         atomic.Uint64
 	routeLatency   *histogram
 }
@@ -57,7 +58,8 @@ type metrics struct {
 func newMetrics() *metrics { return &metrics{routeLatency: newHistogram()} }
 
 // write prints every metric in the Prometheus text exposition format.
-func (m *metrics) write(w io.Writer, s kvidx.Stats, inflight int) {
+func (m *metrics) write(w io.Writer, s kvidx.Stats, r *Router) {
+	inflight := r.InFlight() // expires old routes first
 	counter := func(name, help string, v uint64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
 	}
@@ -70,8 +72,12 @@ func (m *metrics) write(w io.Writer, s kvidx.Stats, inflight int) {
 	gauge("kvidx_workers", "Known (worker_id, dp_rank) pairs.", s.Workers)
 	gauge("kvidx_worker_blocks", "Blocks held, summed over workers.", s.WorkerBlocks)
 	counter("router_events_received_total", "KV events received on POST /events.", m.eventsReceived.Load())
-	counter("router_bad_requests_total", "Requests refused with status 400.", m.badRequests.Load())
+	counter("router_bad_requests_total", "Requests refused with a 4xx status.", m.badRequests.Load())
+	counter("router_too_large_requests_total", "Requests refused with status 413 (body too large).", m.tooLarge.Load())
 	counter("router_routed_total", "Requests routed to a worker.", m.routed.Load())
+	gauge("router_workers", "Workers known as routing candidates.", uint64(r.Workers()))
 	gauge("router_in_flight_requests", "Requests routed and not yet done.", uint64(inflight))
+	counter("router_routes_expired_total", "Routed requests forgotten after the route TTL without DELETE.", r.expired.Load())
+	counter("router_routes_evicted_total", "Routed requests forgotten to stay within the tracked-route limit.", r.evicted.Load())
 	m.routeLatency.write(w, "router_route_latency_seconds", "Time to pick a worker for a request.")
 }

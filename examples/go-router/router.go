@@ -2,7 +2,11 @@ package main
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	kvidx "github.com/kvidx/kvidx/bindings/go"
 )
@@ -17,18 +21,159 @@ func (a workerKey) compare(b workerKey) int {
 	return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.DpRank, b.DpRank))
 }
 
+// Limits bound what the router keeps. Every field must be positive.
+type Limits struct {
+	// MaxWorkers is the number of workers (id, dp rank) the router knows at once; events
+	// naming a new worker beyond it are refused until workers are removed.
+	MaxWorkers int
+	// MaxNewWorkersPerRequest is the number of new workers one events request may register.
+	MaxNewWorkersPerRequest int
+	// MaxRoutes (at least 64) is the number of routed requests tracked as in flight; beyond
+	// it the oldest ones are forgotten (their load released) as if they had expired. Routes
+	// are kept in 64 shards of MaxRoutes/64 each: the oldest route of the shard is dropped.
+	MaxRoutes int
+	// RouteTTL is how long a routed request counts as in flight without DELETE /requests/{id}.
+	RouteTTL time.Duration
+}
+
+// DefaultLimits are the limits of the command-line defaults.
+func DefaultLimits() Limits {
+	return Limits{MaxWorkers: 65536, MaxNewWorkersPerRequest: 1024, MaxRoutes: 1 << 20, RouteTTL: 10 * time.Minute}
+}
+
+// Errors of Router.Register.
+var (
+	errTooManyNewWorkers = errors.New("too many new workers in one request")
+	errWorkerLimit       = errors.New("worker limit reached")
+)
+
+// numShards is the number of worker shards and of route shards. Route reads every worker
+// shard's least-loaded worker under that shard's read lock, so no lock is held for more than
+// a few map or heap operations and concurrent routes only meet on the shard they update.
+const numShards = 64
+
+// workerState is one known worker and its requests in flight.
+type workerState struct {
+	key      workerKey
+	inflight int
+	pos      int // index in its shard's heap; -1 once removed
+}
+
+// workerShard holds the workers whose id hashes to it, and a min-heap of them by
+// (requests in flight, key) — by key alone when in-flight requests carry no weight.
+type workerShard struct {
+	mu     sync.RWMutex
+	byID   map[uint64][]*workerState
+	heap   []*workerState
+	byLoad bool
+}
+
+func (s *workerShard) find(k workerKey) *workerState {
+	for _, st := range s.byID[k.ID] {
+		if st.key.DpRank == k.DpRank {
+			return st
+		}
+	}
+	return nil
+}
+
+func (s *workerShard) less(a, b *workerState) bool {
+	return s.lessLoaded(a.key, a.inflight, b.key, b.inflight)
+}
+
+// lessLoaded is the heap order: fewer requests in flight (when they carry weight), then key.
+func (s *workerShard) lessLoaded(a workerKey, aInflight int, b workerKey, bInflight int) bool {
+	if s.byLoad && aInflight != bInflight {
+		return aInflight < bInflight
+	}
+	return a.compare(b) < 0
+}
+
+func (s *workerShard) swap(i, j int) {
+	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
+	s.heap[i].pos, s.heap[j].pos = i, j
+}
+
+func (s *workerShard) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(s.heap[i], s.heap[p]) {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+func (s *workerShard) down(i int) {
+	for {
+		l, small := 2*i+1, i
+		if l < len(s.heap) && s.less(s.heap[l], s.heap[small]) {
+			small = l
+		}
+		if r := l + 1; r < len(s.heap) && s.less(s.heap[r], s.heap[small]) {
+			small = r
+		}
+		if small == i {
+			return
+		}
+		s.swap(i, small)
+		i = small
+	}
+}
+
+func (s *workerShard) push(st *workerState) {
+	st.pos = len(s.heap)
+	s.heap = append(s.heap, st)
+	s.up(st.pos)
+}
+
+func (s *workerShard) remove(st *workerState) {
+	i, last := st.pos, len(s.heap)-1
+	if i != last {
+		s.swap(i, last)
+	}
+	s.heap[last] = nil
+	s.heap = s.heap[:last]
+	if i != last {
+		s.down(i)
+		s.up(i)
+	}
+	st.pos = -1
+}
+
+// route is one routed request while it counts as in flight.
+type route struct {
+	worker   *workerState
+	shard    *workerShard
+	deadline time.Time
+}
+
+// routeShard holds the routes whose id maps to it, with their ids in routing order (which is
+// expiry order, all routes having the same TTL).
+type routeShard struct {
+	mu     sync.Mutex
+	routes map[uint64]route
+	order  []uint64 // ids, oldest first from head; ids already done are skipped
+	head   int
+}
+
 // Router picks a worker per request from the index's prefix overlap and the requests it has
 // routed that are still in flight. Its methods may be called from many goroutines.
 type Router struct {
 	ix *kvidx.Indexer
-	// LoadWeight is how many blocks of prefill one in-flight request is worth in the cost.
+	// loadWeight is how many blocks of prefill one in-flight request is worth in the cost.
 	loadWeight float64
+	limits     Limits
+	now        func() time.Time // the clock of route expiry (tests replace it)
 
-	mu       sync.Mutex
-	workers  map[workerKey]int    // known workers -> requests in flight
-	requests map[uint64]workerKey // request id -> worker, while in flight
-	nextID   uint64
-	matches  sync.Pool // *[]kvidx.Match scratch buffers
+	workers  [numShards]workerShard
+	nworkers atomic.Int64
+	routes   [numShards]routeShard
+	nextID   atomic.Uint64
+	expired  atomic.Uint64 // routes forgotten after RouteTTL
+	evicted  atomic.Uint64 // routes forgotten to stay within MaxRoutes
+	matches  sync.Pool     // *[]kvidx.Match scratch buffers
 }
 
 // Decision is the answer to one routing request.
@@ -42,54 +187,152 @@ type Decision struct {
 	Cost          float64 `json:"cost"`
 }
 
-// NewRouter builds a router over an open indexer; loadWeight weighs in-flight requests
-// against blocks to prefill.
-func NewRouter(ix *kvidx.Indexer, loadWeight float64) *Router {
-	r := &Router{
-		ix:         ix,
-		loadWeight: loadWeight,
-		workers:    map[workerKey]int{},
-		requests:   map[uint64]workerKey{},
+// NewRouter builds a router over an open indexer; loadWeight (>= 0) weighs in-flight
+// requests against blocks to prefill.
+func NewRouter(ix *kvidx.Indexer, loadWeight float64, limits Limits) (*Router, error) {
+	if !(loadWeight >= 0) || loadWeight > 1e12 {
+		return nil, fmt.Errorf("load weight %v: want a number in [0, 1e12]", loadWeight)
+	}
+	if limits.MaxWorkers <= 0 || limits.MaxNewWorkersPerRequest <= 0 || limits.MaxRoutes < numShards || limits.RouteTTL <= 0 {
+		return nil, fmt.Errorf("limits %+v: every limit must be positive, MaxRoutes at least %d", limits, numShards)
+	}
+	r := &Router{ix: ix, loadWeight: loadWeight, limits: limits, now: time.Now}
+	for i := range r.workers {
+		r.workers[i].byID = map[uint64][]*workerState{}
+		r.workers[i].byLoad = loadWeight > 0
+		r.routes[i].routes = map[uint64]route{}
 	}
 	r.matches.New = func() any { s := make([]kvidx.Match, 0, 64); return &s }
-	return r
+	return r, nil
 }
 
-// Observe registers the workers named by events, so they become routing candidates.
-func (r *Router) Observe(evs []kvidx.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range evs {
-		k := workerKey{evs[i].WorkerID, evs[i].DpRank}
-		if _, ok := r.workers[k]; !ok {
-			r.workers[k] = 0
+func (r *Router) workerShard(id uint64) *workerShard {
+	return &r.workers[(id*0x9E3779B97F4A7C15)>>58] // the top 6 bits of a multiplicative hash
+}
+
+func (r *Router) routeShard(id uint64) *routeShard { return &r.routes[id%numShards] }
+
+// Workers returns the number of workers known as routing candidates.
+func (r *Router) Workers() int { return int(r.nworkers.Load()) }
+
+// Register makes the given distinct workers routing candidates and returns those that were
+// new. It refuses (registering none) more than MaxNewWorkersPerRequest new workers, with
+// errTooManyNewWorkers, and going beyond MaxWorkers, with errWorkerLimit.
+func (r *Router) Register(keys []workerKey) ([]workerKey, error) {
+	var fresh []workerKey
+	for _, k := range keys {
+		sh := r.workerShard(k.ID)
+		sh.mu.RLock()
+		known := sh.find(k) != nil
+		sh.mu.RUnlock()
+		if !known {
+			fresh = append(fresh, k)
 		}
 	}
+	if len(fresh) > r.limits.MaxNewWorkersPerRequest {
+		return nil, fmt.Errorf("%w: %d, at most %d", errTooManyNewWorkers, len(fresh), r.limits.MaxNewWorkersPerRequest)
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	if n := r.nworkers.Add(int64(len(fresh))); n > int64(r.limits.MaxWorkers) {
+		r.nworkers.Add(-int64(len(fresh)))
+		return nil, fmt.Errorf("%w: %d known, %d new, at most %d (DELETE /workers/{id} frees room)",
+			errWorkerLimit, n-int64(len(fresh)), len(fresh), r.limits.MaxWorkers)
+	}
+	added := make([]workerKey, 0, len(fresh))
+	for _, k := range fresh {
+		sh := r.workerShard(k.ID)
+		sh.mu.Lock()
+		if sh.find(k) == nil {
+			st := &workerState{key: k}
+			sh.byID[k.ID] = append(sh.byID[k.ID], st)
+			sh.push(st)
+			added = append(added, k)
+		} else {
+			r.nworkers.Add(-1) // registered meanwhile by another request
+		}
+		sh.mu.Unlock()
+	}
+	return added, nil
 }
 
-// RemoveWorker forgets every rank of a worker, in the index and as a candidate.
+// unregister forgets workers as candidates (not in the index); requests routed to them are
+// no longer tracked.
+func (r *Router) unregister(keys []workerKey) {
+	for _, k := range keys {
+		sh := r.workerShard(k.ID)
+		sh.mu.Lock()
+		ranks := sh.byID[k.ID]
+		for i, st := range ranks {
+			if st.key == k {
+				sh.remove(st)
+				ranks = append(ranks[:i], ranks[i+1:]...)
+				r.nworkers.Add(-1)
+				break
+			}
+		}
+		if len(ranks) == 0 {
+			delete(sh.byID, k.ID)
+		} else {
+			sh.byID[k.ID] = ranks
+		}
+		sh.mu.Unlock()
+	}
+	gone := make(map[workerKey]bool, len(keys))
+	for _, k := range keys {
+		gone[k] = true
+	}
+	r.forgetRoutes(func(k workerKey) bool { return gone[k] })
+}
+
+// RemoveWorker forgets every rank of a worker, in the index and as a candidate, with the
+// requests routed to it.
 func (r *Router) RemoveWorker(id uint64) error {
 	if err := r.ix.RemoveWorker(id); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.workers {
-		if k.ID == id {
-			delete(r.workers, k)
-		}
+	sh := r.workerShard(id)
+	sh.mu.Lock()
+	for _, st := range sh.byID[id] {
+		sh.remove(st)
+		r.nworkers.Add(-1)
 	}
-	for req, k := range r.requests {
-		if k.ID == id {
-			delete(r.requests, req)
-		}
-	}
+	delete(sh.byID, id)
+	sh.mu.Unlock()
+	r.forgetRoutes(func(k workerKey) bool { return k.ID == id })
 	return nil
+}
+
+// forgetRoutes drops the tracked routes whose worker matches.
+func (r *Router) forgetRoutes(match func(workerKey) bool) {
+	for i := range r.routes {
+		rs := &r.routes[i]
+		rs.mu.Lock()
+		for id, rt := range rs.routes {
+			if match(rt.worker.key) {
+				delete(rs.routes, id)
+			}
+		}
+		rs.mu.Unlock()
+	}
+}
+
+// candidate is a worker considered for a request, with what it would cost.
+type candidate struct {
+	st    *workerState
+	shard *workerShard
+	d     Decision
 }
 
 // Route picks the worker with the lowest cost = blocks to prefill + loadWeight * requests in
 // flight (ties: deeper overlap, then lower worker id and rank) and counts the request in flight
-// on it until Done. ok is false when no worker is known.
+// on it until Done or until it expires. ok is false when no worker is known.
+//
+// Only workers holding a prefix (from the index) and each shard's least-loaded worker are
+// looked at: a worker holding nothing costs len(query) + loadWeight * in-flight, so the
+// least-loaded one is the best of them. Each look is under one shard's read lock; concurrent
+// routes may both see the same least-loaded worker (the loads they read are a moment old).
 func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 	buf := r.matches.Get().(*[]kvidx.Match)
 	defer r.matches.Put(buf)
@@ -97,35 +340,75 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 	if err != nil {
 		return d, false, err
 	}
-	depth := make(map[workerKey]uint32, len(*buf))
-	for _, m := range *buf {
-		depth[workerKey{m.WorkerID, m.DpRank}] = m.Depth
+	for range 8 { // retried only when the chosen worker is removed meanwhile
+		c, found := r.best(localHashes, *buf)
+		if !found {
+			return d, false, nil
+		}
+		c.shard.mu.Lock()
+		live := c.st.pos >= 0
+		if live {
+			c.st.inflight++
+			c.shard.down(c.st.pos)
+		}
+		c.shard.mu.Unlock()
+		if !live {
+			continue
+		}
+		c.d.RequestID = r.track(c.st, c.shard)
+		return c.d, true, nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var best workerKey
-	found := false
-	for k, inflight := range r.workers {
-		c := Decision{
-			WorkerID:      k.ID,
-			DpRank:        k.DpRank,
-			OverlapBlocks: depth[k],
-			RequestBlocks: len(localHashes),
+	return d, false, nil
+}
+
+// best returns the best candidate for a query and its matches, without changing anything.
+func (r *Router) best(q []uint64, matches []kvidx.Match) (best candidate, found bool) {
+	consider := func(st *workerState, sh *workerShard, inflight int, depth uint32) {
+		c := candidate{st: st, shard: sh, d: Decision{
+			WorkerID:      st.key.ID,
+			DpRank:        st.key.DpRank,
+			OverlapBlocks: depth,
+			RequestBlocks: len(q),
 			InFlight:      inflight,
-		}
-		c.Cost = float64(len(localHashes)-int(c.OverlapBlocks)) + r.loadWeight*float64(inflight)
-		if !found || better(c, d, k, best) {
-			d, best, found = c, k, true
+		}}
+		c.d.Cost = float64(len(q)-int(depth)) + r.loadWeight*float64(inflight)
+		if !found || better(c.d, best.d, st.key, best.st.key) {
+			best, found = c, true
 		}
 	}
-	if !found {
-		return d, false, nil
+	for _, m := range matches {
+		sh := r.workerShard(m.WorkerID)
+		sh.mu.RLock()
+		st := sh.find(workerKey{m.WorkerID, m.DpRank})
+		inflight := 0
+		if st != nil {
+			inflight = st.inflight
+		}
+		sh.mu.RUnlock()
+		if st != nil && m.Depth > 0 {
+			consider(st, sh, inflight, m.Depth)
+		}
 	}
-	r.nextID++
-	d.RequestID = r.nextID
-	r.requests[d.RequestID] = best
-	r.workers[best]++
-	return d, true, nil
+	// The least-loaded worker overall, with no overlap: if it holds a prefix, its entry
+	// above costs strictly less, so counting it at depth 0 here never makes it win wrongly.
+	var top *workerState
+	var topShard *workerShard
+	topInflight := 0
+	for i := range r.workers {
+		sh := &r.workers[i]
+		sh.mu.RLock()
+		if len(sh.heap) > 0 {
+			h := sh.heap[0]
+			if top == nil || sh.lessLoaded(h.key, h.inflight, top.key, topInflight) {
+				top, topShard, topInflight = h, sh, h.inflight
+			}
+		}
+		sh.mu.RUnlock()
+	}
+	if top != nil {
+		consider(top, topShard, topInflight, 0)
+	}
+	return best, found
 }
 
 // better orders candidates: lower cost, deeper overlap, lower (worker id, dp rank).
@@ -139,24 +422,113 @@ func better(c, d Decision, ck, dk workerKey) bool {
 	return ck.compare(dk) < 0
 }
 
-// Done ends a routed request; it reports whether the request was in flight.
-func (r *Router) Done(requestID uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k, ok := r.requests[requestID]
-	if !ok {
-		return false
+// track records a routed request and returns its id; it releases the routes of its shard
+// that expired or exceed the shard's share of MaxRoutes.
+func (r *Router) track(st *workerState, sh *workerShard) uint64 {
+	id := r.nextID.Add(1)
+	now := r.now()
+	rs := r.routeShard(id)
+	rs.mu.Lock()
+	rs.routes[id] = route{worker: st, shard: sh, deadline: now.Add(r.limits.RouteTTL)}
+	rs.order = append(rs.order, id)
+	limit := r.limits.MaxRoutes / numShards // the shards' limits add up to MaxRoutes
+	if id%numShards < uint64(r.limits.MaxRoutes%numShards) {
+		limit++
 	}
-	delete(r.requests, requestID)
-	if _, known := r.workers[k]; known {
-		r.workers[k]--
+	released := r.expireLocked(rs, now, limit, nil)
+	rs.mu.Unlock()
+	for _, rt := range released {
+		release(rt)
 	}
-	return true
+	return id
 }
 
-// InFlight returns the number of requests routed and not yet done.
+// expireLocked drops, oldest first, the routes of rs past their deadline and those beyond
+// limit (limit < 0: none for the limit); it returns them so their load can be released once
+// rs is unlocked.
+func (r *Router) expireLocked(rs *routeShard, now time.Time, limit int, out []route) []route {
+	for rs.head < len(rs.order) {
+		id := rs.order[rs.head]
+		rt, live := rs.routes[id]
+		if live && !now.After(rt.deadline) && (limit < 0 || len(rs.routes) <= limit) {
+			break
+		}
+		rs.head++
+		if !live {
+			continue
+		}
+		delete(rs.routes, id)
+		if now.After(rt.deadline) {
+			r.expired.Add(1)
+		} else {
+			r.evicted.Add(1)
+		}
+		out = append(out, rt)
+	}
+	// Compact the order once most of it is done or dropped (amortized O(1) per route).
+	if rs.head > 64 && rs.head > len(rs.order)/2 {
+		rs.order = append(rs.order[:0], rs.order[rs.head:]...)
+		rs.head = 0
+	}
+	if pending := len(rs.order) - rs.head; pending > 64 && pending > 4*len(rs.routes) {
+		kept := rs.order[:0]
+		for _, id := range rs.order[rs.head:] {
+			if _, live := rs.routes[id]; live {
+				kept = append(kept, id)
+			}
+		}
+		rs.order, rs.head = kept, 0
+	}
+	return out
+}
+
+// release takes a route's request off its worker's load (if the worker is still known).
+func release(rt route) {
+	rt.shard.mu.Lock()
+	if rt.worker.pos >= 0 {
+		rt.worker.inflight--
+		rt.shard.up(rt.worker.pos)
+	}
+	rt.shard.mu.Unlock()
+}
+
+// Done ends a routed request; it reports whether the request was in flight (not done, not
+// expired, not forgotten with its worker).
+func (r *Router) Done(requestID uint64) bool {
+	rs := r.routeShard(requestID)
+	rs.mu.Lock()
+	rt, ok := rs.routes[requestID]
+	delete(rs.routes, requestID)
+	rs.mu.Unlock()
+	if ok {
+		release(rt)
+	}
+	return ok
+}
+
+// Expire releases every route past its deadline now; Route does it for one shard at a time.
+func (r *Router) Expire() {
+	now := r.now()
+	for i := range r.routes {
+		rs := &r.routes[i]
+		rs.mu.Lock()
+		released := r.expireLocked(rs, now, -1, nil)
+		rs.mu.Unlock()
+		for _, rt := range released {
+			release(rt)
+		}
+	}
+}
+
+// InFlight expires old routes and returns the number of requests routed and not yet done.
 func (r *Router) InFlight() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.requests)
+	r.Expire()
+	n := 0
+	for i := range r.routes {
+		rs := &r.routes[i]
+		rs.mu.Lock()
+		n += len(rs.routes)
+		rs.mu.Unlock()
+	}
+	return n
 }

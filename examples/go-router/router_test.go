@@ -42,12 +42,22 @@ func startServer(t *testing.T, o options) *testServer {
 	return &testServer{t: t, base: "http://" + ln.Addr().String(), client: &http.Client{Timeout: 10 * time.Second}}
 }
 
-func defaultOptions() options {
-	return options{backend: "positional", eventThreads: 0, blockSize: 4, loadWeight: 4}
+// testOptions are the command-line defaults with synchronous events and 4-token blocks.
+func testOptions() options {
+	o := defaultOptions()
+	o.eventThreads, o.blockSize = 0, 4
+	return o
 }
 
 // do sends a request and returns the status code and body.
 func (s *testServer) do(method, path string, body any) (int, []byte) {
+	s.t.Helper()
+	resp, out := s.doResp(method, path, body)
+	return resp.StatusCode, out
+}
+
+// doResp sends a request and returns the response (its body closed) and its body.
+func (s *testServer) doResp(method, path string, body any) (*http.Response, []byte) {
 	s.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -74,7 +84,38 @@ func (s *testServer) do(method, path string, body any) (int, []byte) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return resp.StatusCode, out
+	return resp, out
+}
+
+// wantError sends a request and checks that it fails with the status and a JSON body
+// {"error": "..."} containing want, in the API's terms (no Go types or decoder prefixes).
+func (s *testServer) wantError(method, path, body string, code int, want string) {
+	s.t.Helper()
+	resp, out := s.doResp(method, path, body)
+	if resp.StatusCode != code {
+		s.t.Errorf("%s %s %s: status %d (%s), want %d", method, path, body, resp.StatusCode, out, code)
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		s.t.Errorf("%s %s %s: Content-Type %q, want application/json", method, path, body, ct)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error == "" {
+		s.t.Errorf("%s %s %s: body %q is not {\"error\": \"...\"}: %v", method, path, body, out, err)
+		return
+	}
+	if !strings.Contains(e.Error, want) {
+		s.t.Errorf("%s %s %s: error %q, want it to contain %q", method, path, body, e.Error, want)
+	}
+	for _, internal := range []string{"json:", "Go ", "struct", "main.", "wireEvent", "routeRequest", "uint64", "uint32"} {
+		if strings.Contains(e.Error, internal) {
+			s.t.Errorf("%s %s %s: error %q shows Go internals (%q)", method, path, body, e.Error, internal)
+		}
+	}
 }
 
 func (s *testServer) mustDo(method, path string, body any, want int) []byte {
@@ -128,7 +169,7 @@ func storedFromTokens(t *testing.T, worker uint64, tokens []uint32) kvEvent {
 }
 
 func TestRoutesToCachedPrefixAndAwayFromRemovedWorker(t *testing.T) {
-	s := startServer(t, defaultOptions())
+	s := startServer(t, testOptions())
 	prompt := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
 	s.mustDo("POST", "/events", []kvEvent{
 		storedFromTokens(t, 2, prompt[:12]),
@@ -160,7 +201,7 @@ func TestRoutesToCachedPrefixAndAwayFromRemovedWorker(t *testing.T) {
 }
 
 func TestLoadSpreadsRequestsWithoutCachedPrefix(t *testing.T) {
-	s := startServer(t, defaultOptions())
+	s := startServer(t, testOptions())
 	var evs []kvEvent
 	for w := uint64(1); w <= 3; w++ {
 		evs = append(evs, kvEvent{WorkerID: w, Cleared: &struct{}{}})
@@ -187,7 +228,9 @@ func TestLoadSpreadsRequestsWithoutCachedPrefix(t *testing.T) {
 }
 
 func TestEventsOutcomeInMetrics(t *testing.T) {
-	s := startServer(t, options{backend: "radix", eventThreads: 2, blockSize: 4, loadWeight: 1})
+	o := testOptions()
+	o.backend, o.eventThreads, o.loadWeight = "radix", 2, 1
+	s := startServer(t, o)
 	parent := uint64(999)
 	s.mustDo("POST", "/events?wait=1", `[
 		{"worker_id": 5, "dp_rank": 1, "event_id": 1,
@@ -213,27 +256,51 @@ func TestEventsOutcomeInMetrics(t *testing.T) {
 	}
 }
 
+// TestBadRequests checks that bad input gets 400 (or 404, 503) with a JSON error body in
+// the API's terms, and changes nothing.
 func TestBadRequests(t *testing.T) {
-	s := startServer(t, defaultOptions())
-	s.mustDo("POST", "/route", `{"local_hashes": [1]}`, http.StatusServiceUnavailable)
-	for _, c := range []struct{ method, path, body string }{
-		{"POST", "/events", `{"worker_id": 1`},
-		{"POST", "/events", `{"worker_id": 1, "event_id": 1}`},
-		{"POST", "/events", `{"worker_id": 1, "cleared": {}, "removed": {"block_hashes": []}}`},
-		{"POST", "/events", `{"worker_id": 1, "cleared": {}, "bogus": 1}`},
-		{"POST", "/events", `{"worker_id": -1, "cleared": {}}`},
-		{"POST", "/route", `{"token_ids": [1], "local_hashes": [1]}`},
-		{"POST", "/route", `[1, 2]`},
-		{"DELETE", "/workers/abc", ""},
-		{"DELETE", "/requests/x", ""},
+	s := startServer(t, testOptions())
+	s.wantError("POST", "/route", `{"local_hashes": [1]}`, http.StatusServiceUnavailable, "no worker known")
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/events", `{"worker_id": 1`, "ends in the middle"},
+		{"POST", "/events", `{"worker_id": 1, "event_id": 1}`, "exactly one of"},
+		{"POST", "/events", `{"worker_id": 1, "cleared": {}, "removed": {"block_hashes": []}}`, "exactly one of"},
+		{"POST", "/events", `{"worker_id": 1, "cleared": {}, "bogus": 1}`, `unknown field "bogus"`},
+		{"POST", "/events", `{"worker_id": -1, "cleared": {}}`, "worker_id: expected an integer in [0, 18446744073709551615], got number -1"},
+		{"POST", "/events", `{"worker_id": "7", "cleared": {}}`, "worker_id: expected an integer"},
+		{"POST", "/events", `{"worker_id": 1, "dp_rank": 4294967296, "cleared": {}}`, "dp_rank: expected an integer in [0, 4294967295]"},
+		{"POST", "/events", `{"cleared": {}}`, "event 0: worker_id is missing"},
+		{"POST", "/events", `{"worker_id": null, "cleared": {}}`, "event 0: worker_id is missing"},
+		{"POST", "/events", `[{"worker_id": 1, "cleared": {}}, {"dp_rank": 1, "cleared": {}}]`, "event 1: worker_id is missing"},
+		{"POST", "/events", `null`, "null is not an event"},
+		{"POST", "/events", `[null]`, "null is not an event"},
+		{"POST", "/events", `[]`, "the array is empty"},
+		{"POST", "/events", ``, "the body is empty"},
+		{"POST", "/events", `{"worker_id": 1, "cleared": {}} {}`, "trailing data"},
+		{"POST", "/events", `{"worker_id": 1, "cleared": {}`, "ends in the middle"},
+		{"POST", "/events", `{"worker_id": 1 "cleared": {}}`, "invalid JSON at byte 17"},
+		{"POST", "/events", `{"worker_id": 1, "stored": {"blocks": [{"block_hash": 1.5}]}}`, "stored.blocks.block_hash: expected an integer"},
+		{"POST", "/route", `{"token_ids": [1], "local_hashes": [1]}`, "not both"},
+		{"POST", "/route", `[1, 2]`, "the body: expected an object, got array"},
+		{"POST", "/route", `null`, "give token_ids or local_hashes"},
+		{"POST", "/route", `{}`, "give token_ids or local_hashes"},
+		{"POST", "/route", `{"local_hashes": null}`, "give token_ids or local_hashes"},
+		{"POST", "/route", `{"token_ids": []}`, "the request is empty"},
+		{"POST", "/route", `{"local_hashes": []}`, "the request is empty"},
+		{"POST", "/route", `{"token_ids": [-1]}`, "token_ids: expected an integer in [0, 4294967295]"},
+		{"DELETE", "/workers/abc", "", `"abc" is not an id`},
+		{"DELETE", "/requests/x", "", `"x" is not an id`},
 	} {
-		if code, body := s.do(c.method, c.path, c.body); code != http.StatusBadRequest {
-			t.Errorf("%s %s %s: status %d (%s), want 400", c.method, c.path, c.body, code, body)
-		}
+		s.wantError(c.method, c.path, c.body, http.StatusBadRequest, c.want)
 	}
-	s.mustDo("DELETE", "/requests/77", nil, http.StatusNotFound)
-	if got := s.metric("router_bad_requests_total"); got != "9" {
-		t.Fatalf("bad requests %s, want 9", got)
+	s.wantError("DELETE", "/requests/77", "", http.StatusNotFound, "no such request")
+	if got := s.metric("router_bad_requests_total"); got != "29" {
+		t.Fatalf("bad requests %s, want 29 (every 4xx)", got)
+	}
+	for _, name := range []string{"kvidx_workers", "router_workers", "router_events_received_total", "kvidx_events_applied_total"} {
+		if got := s.metric(name); got != "0" {
+			t.Errorf("%s = %s after refused requests, want 0", name, got)
+		}
 	}
 }
 
@@ -283,7 +350,9 @@ func TestWorkloadReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s := startServer(t, options{backend: "positional", eventThreads: 2, blockSize: 16, loadWeight: 4})
+	o := testOptions()
+	o.eventThreads, o.blockSize = 2, 16
+	s := startServer(t, o)
 	oracle, err := kvidx.New(kvidx.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,24 +3,29 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	kvidx "github.com/kvidx/kvidx/bindings/go"
 )
-
-// maxBody bounds request bodies (events batches included).
-const maxBody = 32 << 20
 
 // server is the HTTP front of a Router.
 type server struct {
 	router    *Router
 	ix        *kvidx.Indexer
 	blockSize uint32
+	maxBody   int64
 	metrics   *metrics
+	// applyGate lets ?wait=1 requests apply alone: others hold it shared while they submit
+	// events, a waiting request holds it exclusively from a first flush to its last, so the
+	// index's counters move only with its own events in between.
+	applyGate sync.RWMutex
 }
 
 // routeRequest is the body of POST /route: token ids (hashed with the router's block size)
@@ -30,15 +35,35 @@ type routeRequest struct {
 	LocalHashes []uint64 `json:"local_hashes"`
 }
 
-// newHandler returns the router's HTTP API:
+// eventsResponse is the body of a successful POST /events. With ?wait=1 it also says what
+// became of the request's events once applied.
+type eventsResponse struct {
+	Accepted int `json:"accepted"`
+	// Applied, Rejected (stored events whose parent the worker did not hold) and
+	// UnknownRemovals (removed block names the worker did not hold): ?wait=1 only.
+	Applied         *uint64 `json:"applied,omitempty"`
+	Rejected        *uint64 `json:"rejected,omitempty"`
+	UnknownRemovals *uint64 `json:"unknown_removals,omitempty"`
+}
+
+// errorResponse is the body of every error status.
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+// newHandler returns the router's HTTP API (successes and errors are JSON, {"error": "..."}):
 //
-//	POST   /events              KV events (one object or an array); ?wait=1 returns once applied
+//	POST   /events              KV events (one object or an array); ?wait=1 returns once applied,
+//	                            with the counts of applied and rejected events
 //	POST   /route               {"token_ids": [...]} or {"local_hashes": [...]} -> Decision
 //	DELETE /requests/{id}       the routed request is done (no longer counts as load)
 //	DELETE /workers/{id}        forget a worker (all dp ranks)
 //	GET    /metrics             Prometheus text
-func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32) http.Handler {
-	s := &server{router: r, ix: ix, blockSize: blockSize, metrics: newMetrics()}
+//
+// Statuses: 400 bad input, 408 body not received in time, 409 worker limit reached,
+// 413 body larger than maxBody, 404 unknown request, 503 no worker known yet.
+func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64) http.Handler {
+	s := &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", s.postEvents)
 	mux.HandleFunc("POST /route", s.postRoute)
@@ -48,15 +73,47 @@ func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32) http.Handler {
 	return mux
 }
 
+// fail answers an error status with a JSON body; 4xx answers count as bad requests.
+func (s *server) fail(w http.ResponseWriter, code int, msg string) {
+	if code >= 400 && code < 500 {
+		s.metrics.badRequests.Add(1)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if err := json.NewEncoder(w).Encode(errorResponse{Error: msg}); err != nil {
+		log.Printf("writing response: %v", err)
+	}
+}
+
 func (s *server) badRequest(w http.ResponseWriter, err error) {
-	s.metrics.badRequests.Add(1)
-	http.Error(w, err.Error(), http.StatusBadRequest)
+	s.fail(w, http.StatusBadRequest, err.Error())
+}
+
+// readBody reads the whole body, at most maxBody bytes; on failure it has answered (413 too
+// large, 408 too slow, 400 otherwise) and returns false.
+func (s *server) readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, s.maxBody))
+	if err == nil {
+		return body, true
+	}
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		s.metrics.tooLarge.Add(1)
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		s.fail(w, http.StatusRequestTimeout, "the body was not received in time")
+	default:
+		s.fail(w, http.StatusBadRequest, "reading the body: "+err.Error())
+	}
+	return nil, false
 }
 
 func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBody))
-	if err != nil {
-		s.badRequest(w, err)
+	body, ok := s.readBody(w, req)
+	if !ok {
 		return
 	}
 	raw, err := decodeEvents(body)
@@ -65,50 +122,100 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	evs := make([]kvidx.Event, len(raw))
+	var keys []workerKey
+	seen := map[workerKey]bool{}
 	for i := range raw {
 		if evs[i], err = raw[i].toIndexEvent(); err != nil {
-			s.badRequest(w, err)
+			s.badRequest(w, fmt.Errorf("event %d: %w", i, err))
 			return
 		}
+		if k := (workerKey{raw[i].WorkerID, raw[i].DpRank}); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	added, err := s.router.Register(keys)
+	switch {
+	case errors.Is(err, errTooManyNewWorkers):
+		s.badRequest(w, err)
+		return
+	case errors.Is(err, errWorkerLimit):
+		s.fail(w, http.StatusConflict, err.Error())
+		return
 	}
 	s.metrics.eventsReceived.Add(uint64(len(evs)))
-	err = s.ix.ApplyEvents(evs)
+	wait := req.URL.Query().Get("wait") == "1"
+	var before, after kvidx.Stats
+	if wait {
+		s.applyGate.Lock()
+		defer s.applyGate.Unlock()
+		err = s.ix.Flush()
+		if err == nil {
+			before, err = s.ix.Stats()
+		}
+		if err != nil {
+			s.fail(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		err = s.ix.ApplyEvents(evs)
+	} else {
+		s.applyGate.RLock()
+		err = s.ix.ApplyEvents(evs)
+		s.applyGate.RUnlock()
+	}
 	switch {
 	case errors.Is(err, kvidx.ErrParentNotFound):
-		// Synchronous mode: the rejected event is counted in the index's stats; the rest applied.
+		// Synchronous mode: the rejected events are counted in the index's stats; the rest
+		// applied.
 	case errors.Is(err, kvidx.ErrInvalidArgument):
+		s.router.unregister(added) // nothing of the request was applied
 		s.badRequest(w, err)
 		return
 	case err != nil:
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	s.router.Observe(evs)
-	if req.URL.Query().Get("wait") == "1" {
-		if err := s.ix.Flush(); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+	resp := eventsResponse{Accepted: len(evs)}
+	if wait {
+		err = s.ix.Flush()
+		if err == nil {
+			after, err = s.ix.Stats()
+		}
+		if err != nil {
+			s.fail(w, http.StatusInternalServerError, err.Error())
 			return
 		}
+		applied := after.EventsApplied - before.EventsApplied
+		rejected := after.EventsRejected - before.EventsRejected
+		unknown := after.UnknownRemovals - before.UnknownRemovals
+		resp.Applied, resp.Rejected, resp.UnknownRemovals = &applied, &rejected, &unknown
 	}
-	writeJSON(w, map[string]int{"accepted": len(evs)})
+	writeJSON(w, resp)
 }
 
 func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
-	var rr routeRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBody))
-	if err == nil {
-		err = strictUnmarshal(body, &rr)
+	body, ok := s.readBody(w, req)
+	if !ok {
+		return
 	}
-	if err == nil && len(rr.TokenIDs) > 0 && len(rr.LocalHashes) > 0 {
+	var rr *routeRequest
+	err := strictUnmarshal(body, &rr)
+	switch {
+	case err != nil:
+	case rr == nil || (rr.TokenIDs == nil && rr.LocalHashes == nil):
+		err = errors.New("give token_ids or local_hashes")
+	case rr.TokenIDs != nil && rr.LocalHashes != nil:
 		err = errors.New("give token_ids or local_hashes, not both")
+	case len(rr.TokenIDs) == 0 && len(rr.LocalHashes) == 0:
+		err = errors.New("the request is empty: no tokens or block hashes")
 	}
 	if err != nil {
 		s.badRequest(w, err)
 		return
 	}
 	q := rr.LocalHashes
-	if len(rr.TokenIDs) > 0 {
+	if rr.TokenIDs != nil {
 		if q, err = kvidx.HashTokens(rr.TokenIDs, s.blockSize); err != nil {
 			s.badRequest(w, err)
 			return
@@ -116,11 +223,11 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	}
 	d, ok, err := s.router.Route(q)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	if !ok {
-		http.Error(w, "no worker known yet", http.StatusServiceUnavailable)
+		s.fail(w, http.StatusServiceUnavailable, "no worker known yet")
 		return
 	}
 	s.metrics.routeLatency.observe(time.Since(start))
@@ -128,27 +235,36 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, d)
 }
 
-func (s *server) deleteRequest(w http.ResponseWriter, req *http.Request) {
+// pathID parses the {id} of a path as a uint64.
+func pathID(req *http.Request) (uint64, error) {
 	id, err := strconv.ParseUint(req.PathValue("id"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an id (an integer in [0, 2^64-1])", req.PathValue("id"))
+	}
+	return id, nil
+}
+
+func (s *server) deleteRequest(w http.ResponseWriter, req *http.Request) {
+	id, err := pathID(req)
 	if err != nil {
 		s.badRequest(w, err)
 		return
 	}
 	if !s.router.Done(id) {
-		http.Error(w, "no such request in flight", http.StatusNotFound)
+		s.fail(w, http.StatusNotFound, "no such request in flight")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *server) deleteWorker(w http.ResponseWriter, req *http.Request) {
-	id, err := strconv.ParseUint(req.PathValue("id"), 10, 64)
+	id, err := pathID(req)
 	if err != nil {
 		s.badRequest(w, err)
 		return
 	}
 	if err := s.router.RemoveWorker(id); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -157,11 +273,11 @@ func (s *server) deleteWorker(w http.ResponseWriter, req *http.Request) {
 func (s *server) getMetrics(w http.ResponseWriter, _ *http.Request) {
 	st, err := s.ix.Stats()
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w, st, s.router.InFlight())
+	s.metrics.write(w, st, s.router)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
