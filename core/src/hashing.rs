@@ -65,6 +65,16 @@ pub fn next_seq_hash(prev: u64, local: u64, seed: u64) -> u64 {
     xxh3_64_with_seed(&bytes, seed)
 }
 
+/// One step of the sequence-hash chain (default seed): the sequence hash of a block with
+/// local hash `local` after a block with sequence hash `prev` (`None` for the first block,
+/// whose sequence hash is its local hash). Every chain in the project is built with this.
+pub fn next_in_chain(prev: Option<u64>, local: u64) -> u64 {
+    match prev {
+        None => local,
+        Some(prev) => next_seq_hash(prev, local, HASH_SEED),
+    }
+}
+
 /// Writes the sequence-hash chain of `local_hashes` into `out` (default seed).
 ///
 /// # Panics
@@ -73,10 +83,7 @@ pub fn seq_hashes_into(local_hashes: &[u64], out: &mut [u64]) {
     assert!(out.len() >= local_hashes.len(), "output shorter than input");
     let mut prev = None;
     for (slot, &local) in out.iter_mut().zip(local_hashes) {
-        let seq = match prev {
-            None => local,
-            Some(p) => next_seq_hash(p, local, HASH_SEED),
-        };
+        let seq = next_in_chain(prev, local);
         *slot = seq;
         prev = Some(seq);
     }

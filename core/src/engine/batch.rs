@@ -4,26 +4,13 @@
 /// Which engine published a payload. Decides the positional layout of array-encoded events;
 /// map-encoded events are decoded by field name for every engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
 pub enum Format {
     /// vLLM, every generation (array-tagged before PR #42892, map-tagged after).
-    Vllm = 0,
+    Vllm,
     /// SGLang: its own field positions after index 6, hashes published as signed int64.
-    Sglang = 1,
+    Sglang,
     /// TensorRT-LLM's vLLM-compatible ZMQ publisher (decoded like vLLM).
-    TrtLlm = 2,
-}
-
-impl Format {
-    /// The format with the given numeric value (the C ABI's `kvidx_engine_format`).
-    pub fn from_u32(value: u32) -> Option<Self> {
-        match value {
-            0 => Some(Self::Vllm),
-            1 => Some(Self::Sglang),
-            2 => Some(Self::TrtLlm),
-            _ => None,
-        }
-    }
+    TrtLlm,
 }
 
 /// Where an engine says a block lives. Compared case-insensitively on the wire.
@@ -137,8 +124,8 @@ pub struct BlockRemoved {
 pub enum EngineEvent {
     /// Blocks became full and cached (boxed: by far the largest variant).
     BlockStored(Box<BlockStored>),
-    /// Blocks were evicted.
-    BlockRemoved(BlockRemoved),
+    /// Blocks were evicted (boxed too, so an event takes little more than a pointer).
+    BlockRemoved(Box<BlockRemoved>),
     /// The engine dropped its whole prefix cache (`reset_prefix_cache`).
     AllBlocksCleared,
     /// An event whose tag this decoder does not know; kept so it can be counted as skipped.

@@ -1,21 +1,23 @@
-//! Decodes a `KVEventBatch` payload into a [`DecodedBatch`], fully, before anything is applied.
+//! Decodes a `KVEventBatch` payload, fully, before anything is applied.
 //!
-//! Bounded by construction: `rmpv` parses into borrowed values without preallocating from
-//! length prefixes (every element costs at least one payload byte) and with a nesting limit,
-//! so a hostile prefix can neither allocate beyond a small multiple of the payload size nor
-//! overflow the stack.
+//! Bounded by construction: the payload is first walked once without allocating
+//! ([`Reader::skip`]: syntax, nesting limit, truncation, trailing bytes), then each event is
+//! read straight into its decoded form, with every vector sized from a length already checked
+//! against the bytes left. No tree of msgpack values is ever built. [`BatchEvents`] hands out
+//! one event at a time, so a caller that converts events as they come holds one decoded event
+//! at a time; [`decode_batch`] collects them. Payloads above [`MAX_PAYLOAD_BYTES`] are refused
+//! before any byte is read ([`DecodeError::TooLarge`]).
 
-use rmpv::ValueRef;
-
-use super::error::DecodeError;
-use super::types::{
+use super::batch::{
     BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, Format, Medium,
 };
+use super::error::DecodeError;
+use super::msgpack::{Reader, Value};
 use super::wire::{self, At, Fields};
 
-/// Nesting limit passed to the msgpack parser: the deepest legitimate shape is
-/// envelope / events / event / extra_keys / block / item / identifier (7).
-pub const MAX_DEPTH: usize = 32;
+/// The largest payload the decoder accepts (32 MiB); larger ones are
+/// [`DecodeError::TooLarge`]. Engines publish batches of a few KiB to a few MiB.
+pub const MAX_PAYLOAD_BYTES: usize = 32 << 20;
 
 /// vLLM `BlockStored` fields after the tag, in declaration order (all generations).
 const VLLM_STORED: &[&str] = &[
@@ -64,62 +66,151 @@ const SGLANG_REMOVED: &[&str] = &["block_hashes", "medium"];
 /// elements are ignored; missing optional fields are `None`. A known field of the wrong
 /// type, a bad envelope or trailing bytes make the whole batch an error.
 pub fn decode_batch(format: Format, payload: &[u8]) -> Result<DecodedBatch, DecodeError> {
-    let mut rest = payload;
-    let root = rmpv::decode::read_value_ref_with_max_depth(&mut rest, MAX_DEPTH)
-        .map_err(|e| DecodeError::Msgpack(e.to_string()))?;
-    if !rest.is_empty() {
-        return Err(DecodeError::TrailingBytes(rest.len()));
+    let mut batch = BatchEvents::open(format, payload)?;
+    let mut events = Vec::with_capacity(batch.capacity_hint());
+    for event in &mut batch {
+        events.push(event?);
     }
-    let (ts, events, dp_rank) = envelope(&root)?;
-    let events = wire::array(
-        events,
-        At {
-            event: 0,
-            field: "events",
-        },
-    )
-    .map_err(|_| DecodeError::Envelope("events is not an array"))?
-    .iter()
-    .enumerate()
-    .map(|(i, event)| decode_event(format, i, event))
-    .collect::<Result<Vec<_>, _>>()?;
     Ok(DecodedBatch {
-        ts,
+        ts: batch.ts(),
         events,
-        dp_rank,
+        dp_rank: batch.dp_rank(),
     })
 }
 
-type Envelope<'v, 'a> = (f64, &'v ValueRef<'a>, Option<u32>);
+/// A payload whose msgpack syntax and envelope are valid, decoding its events one at a time.
+///
+/// The iterator yields each event or the first error, then ends.
+#[derive(Debug, Clone)]
+pub struct BatchEvents<'a> {
+    format: Format,
+    reader: Reader<'a>,
+    ts: f64,
+    dp_rank: Option<u32>,
+    len: usize,
+    next: usize,
+}
 
-fn envelope<'v, 'a>(root: &'v ValueRef<'a>) -> Result<Envelope<'v, 'a>, DecodeError> {
-    let (ts, events, rank) = match root {
-        ValueRef::Array(items) if items.len() >= 2 => (Some(&items[0]), &items[1], items.get(2)),
-        ValueRef::Array(_) => return Err(DecodeError::Envelope("fewer than 2 elements")),
-        ValueRef::Map(entries) => {
-            let find = |name: &str| {
-                entries
-                    .iter()
-                    .find(|(k, _)| wire::key_is(k, name))
-                    .map(|(_, v)| v)
-            };
-            let events = find("events").ok_or(DecodeError::Envelope("map without events"))?;
-            let rank = find("data_parallel_rank").or_else(|| find("attn_dp_rank"));
-            (find("ts"), events, rank)
+impl<'a> BatchEvents<'a> {
+    /// Checks the payload's size, its msgpack syntax (truncation, nesting, trailing bytes)
+    /// and its envelope, and positions the reader on the first event.
+    pub fn open(format: Format, payload: &'a [u8]) -> Result<Self, DecodeError> {
+        if payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(DecodeError::TooLarge {
+                len: payload.len(),
+                max: MAX_PAYLOAD_BYTES,
+            });
+        }
+        let mut reader = Reader::new(payload);
+        reader.skip(1)?;
+        if reader.remaining() > 0 {
+            return Err(DecodeError::TrailingBytes(reader.remaining()));
+        }
+        reader.seek(0);
+        let (ts, events, dp_rank) = envelope(&mut reader)?;
+        reader.seek(events);
+        let len = match reader.next()? {
+            Value::Array(len) => len,
+            _ => return Err(DecodeError::Envelope("events is not an array")),
+        };
+        Ok(Self {
+            format,
+            reader,
+            ts,
+            dp_rank,
+            len,
+            next: 0,
+        })
+    }
+
+    /// Publication time (seconds since the epoch) as the engine wrote it.
+    pub fn ts(&self) -> f64 {
+        self.ts
+    }
+
+    /// The data-parallel rank in the envelope; `None` when absent or nil.
+    pub fn dp_rank(&self) -> Option<u32> {
+        self.dp_rank
+    }
+
+    /// The number of events in the batch.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch has no events.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A vector capacity for the events: their count, but never more than one per two
+    /// payload bytes left (the smallest valid event takes two).
+    fn capacity_hint(&self) -> usize {
+        self.len.min(self.reader.remaining() / 2)
+    }
+}
+
+impl Iterator for BatchEvents<'_> {
+    type Item = Result<EngineEvent, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.len {
+            return None;
+        }
+        let i = self.next;
+        let result = decode_event(self.format, i, &mut self.reader);
+        // After an error, the iteration ends.
+        self.next = if result.is_ok() { i + 1 } else { self.len };
+        Some(result)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.len - self.next))
+    }
+}
+
+/// The envelope: `ts`, the offset of the events value, and the dp rank.
+fn envelope(r: &mut Reader<'_>) -> Result<(f64, usize, Option<u32>), DecodeError> {
+    let (ts, events, rank) = match r.next()? {
+        Value::Array(len) if len >= 2 => {
+            let mut at = [None; 3];
+            for k in 0..len {
+                if let Some(slot) = at.get_mut(k) {
+                    *slot = Some(r.pos());
+                }
+                r.skip(2)?;
+            }
+            (at[0], at[1].unwrap_or_default(), at[2])
+        }
+        Value::Array(_) => return Err(DecodeError::Envelope("fewer than 2 elements")),
+        Value::Map(len) => {
+            // Offsets of the first "ts", "events", "data_parallel_rank", "attn_dp_rank".
+            const KEYS: [&[u8]; 4] = [b"ts", b"events", b"data_parallel_rank", b"attn_dp_rank"];
+            let mut at = [None; 4];
+            for _ in 0..len {
+                let key = r.key()?;
+                if let Some(i) = key.and_then(|k| KEYS.iter().position(|name| *name == k)) {
+                    at[i].get_or_insert(r.pos());
+                }
+                r.skip(2)?;
+            }
+            let events = at[1].ok_or(DecodeError::Envelope("map without events"))?;
+            (at[0], events, at[2].or(at[3]))
         }
         _ => return Err(DecodeError::Envelope("not an array or map")),
     };
-    let ts = match ts {
-        None | Some(ValueRef::Nil) => 0.0,
-        Some(ValueRef::F64(v)) => *v,
-        Some(ValueRef::F32(v)) => f64::from(*v),
-        Some(ValueRef::Integer(i)) => i.as_f64().unwrap_or(0.0),
+    let ts = match ts.map(|pos| r.peek_at(pos)).transpose()? {
+        None | Some(Value::Nil) => 0.0,
+        Some(Value::F64(v)) => v,
+        Some(Value::F32(v)) => f64::from(v),
+        Some(Value::Uint(v)) => v as f64,
+        Some(Value::Int(v)) => v as f64,
         Some(_) => return Err(DecodeError::Envelope("ts is not a number")),
     };
-    let dp_rank = match rank {
-        None | Some(ValueRef::Nil) => None,
-        Some(ValueRef::Integer(i)) => Some(
-            i.as_u64()
+    let dp_rank = match rank.map(|pos| r.peek_at(pos)).transpose()? {
+        None | Some(Value::Nil) => None,
+        Some(v) if v.is_int() => Some(
+            v.as_u64()
                 .and_then(|v| u32::try_from(v).ok())
                 .ok_or(DecodeError::Envelope("data_parallel_rank out of range"))?,
         ),
@@ -128,149 +219,162 @@ fn envelope<'v, 'a>(root: &'v ValueRef<'a>) -> Result<Envelope<'v, 'a>, DecodeEr
     Ok((ts, events, dp_rank))
 }
 
-/// The two encodings of an event.
-#[derive(Clone, Copy)]
-enum Shape<'v, 'a> {
-    Array(&'v [ValueRef<'a>]),
-    Map(&'v [(ValueRef<'a>, ValueRef<'a>)]),
-}
-
-fn decode_event(
-    format: Format,
-    i: usize,
-    event: &ValueRef<'_>,
-) -> Result<EngineEvent, DecodeError> {
+/// Decodes the event at the reader's position and leaves the reader after it.
+fn decode_event(format: Format, i: usize, r: &mut Reader<'_>) -> Result<EngineEvent, DecodeError> {
     let bad = |reason| DecodeError::Event { event: i, reason };
-    let (tag, shape) = match event {
-        ValueRef::Array(items) => match items.first() {
-            Some(ValueRef::String(s)) => (
-                s.as_str().ok_or(bad("tag is not UTF-8"))?,
-                Shape::Array(items),
-            ),
-            _ => return Err(bad("array event without a string tag")),
-        },
-        ValueRef::Map(entries) => {
-            let tag = entries
-                .iter()
-                .find(|(k, _)| wire::key_is(k, "type"))
-                .and_then(|(_, v)| match v {
-                    ValueRef::String(s) => s.as_str(),
-                    _ => None,
-                })
-                .ok_or(bad("map event without a string \"type\""))?;
-            (tag, Shape::Map(entries))
+    let sglang = format == Format::Sglang;
+    let (stored, removed) = if sglang {
+        (SGLANG_STORED, SGLANG_REMOVED)
+    } else {
+        (VLLM_STORED, VLLM_REMOVED)
+    };
+    let (tag, fields, end) = match r.next()? {
+        Value::Array(len) => {
+            let tag = match (len > 0).then(|| r.next()).transpose()? {
+                Some(Value::Str(tag)) => {
+                    std::str::from_utf8(tag).map_err(|_| bad("tag is not UTF-8"))?
+                }
+                _ => return Err(bad("array event without a string tag")),
+            };
+            let layout: &[&str] = match tag {
+                "BlockStored" => stored,
+                "BlockRemoved" => removed,
+                _ => &[],
+            };
+            let fields = Fields::of_array(r, len - 1, layout, 3)?;
+            (tag, fields, r.pos())
+        }
+        Value::Map(len) => {
+            let fields = Fields::of_map(r, len, 3)?;
+            let end = r.pos();
+            let tag = match fields
+                .get(r, "type")?
+                .map(|pos| r.peek_at(pos))
+                .transpose()?
+            {
+                Some(Value::Str(tag)) => std::str::from_utf8(tag).ok(),
+                _ => None,
+            }
+            .ok_or(bad("map event without a string \"type\""))?;
+            (tag, fields, end)
         }
         _ => return Err(bad("not an array or map")),
     };
-    let fields = |layout: &'static [&'static str]| match shape {
-        Shape::Array(items) => Fields::Array { items, layout },
-        Shape::Map(entries) => Fields::Map(entries),
-    };
-    let sglang = format == Format::Sglang;
-    match tag {
-        "BlockStored" => {
-            let layout = if sglang { SGLANG_STORED } else { VLLM_STORED };
-            block_stored(&fields(layout), i).map(|s| EngineEvent::BlockStored(Box::new(s)))
-        }
-        "BlockRemoved" => {
-            let layout = if sglang { SGLANG_REMOVED } else { VLLM_REMOVED };
-            block_removed(&fields(layout), i).map(EngineEvent::BlockRemoved)
-        }
-        "AllBlocksCleared" => Ok(EngineEvent::AllBlocksCleared),
-        other => Ok(EngineEvent::Unknown {
+    let event = match tag {
+        "BlockStored" => EngineEvent::BlockStored(Box::new(block_stored(r, &fields, i)?)),
+        "BlockRemoved" => EngineEvent::BlockRemoved(Box::new(block_removed(r, &fields, i)?)),
+        "AllBlocksCleared" => EngineEvent::AllBlocksCleared,
+        other => EngineEvent::Unknown {
             tag: other.to_owned(),
-        }),
-    }
+        },
+    };
+    r.seek(end);
+    Ok(event)
 }
 
-fn medium(value: &ValueRef<'_>, at: At) -> Result<Medium, DecodeError> {
-    wire::string(value, at).map(|name| Medium::parse(&name))
+fn medium(r: &mut Reader<'_>, at: At) -> Result<Medium, DecodeError> {
+    wire::string(r, at).map(|name| Medium::parse(&name))
 }
 
-fn block_stored(f: &Fields<'_, '_>, i: usize) -> Result<BlockStored, DecodeError> {
+fn block_stored(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockStored, DecodeError> {
     let block_hashes =
-        wire::opt(f, i, "block_hashes", wire::hashes)?.ok_or(DecodeError::Field {
+        wire::opt(r, f, i, "block_hashes", wire::hashes)?.ok_or(DecodeError::Field {
             event: i,
             field: "block_hashes",
             expected: "present",
         })?;
     Ok(BlockStored {
         block_hashes,
-        parent_block_hash: wire::opt(f, i, "parent_block_hash", wire::hash)?,
-        token_ids: wire::opt(f, i, "token_ids", wire::tokens)?.unwrap_or_default(),
-        block_size: wire::opt(f, i, "block_size", wire::u32_of)?.unwrap_or(0),
-        lora_id: wire::opt(f, i, "lora_id", wire::i64_of)?,
-        medium: wire::opt(f, i, "medium", medium)?,
-        lora_name: wire::opt(f, i, "lora_name", wire::string)?,
-        extra_keys: wire::opt(f, i, "extra_keys", extra_keys)?,
-        group_idx: wire::opt(f, i, "group_idx", wire::u32_of)?,
-        kv_cache_spec_kind: wire::opt(f, i, "kv_cache_spec_kind", wire::string)?,
+        parent_block_hash: wire::opt(r, f, i, "parent_block_hash", wire::hash)?,
+        token_ids: wire::opt(r, f, i, "token_ids", wire::tokens)?.unwrap_or_default(),
+        block_size: wire::opt(r, f, i, "block_size", wire::u32_of)?.unwrap_or(0),
+        lora_id: wire::opt(r, f, i, "lora_id", wire::i64_of)?,
+        medium: wire::opt(r, f, i, "medium", medium)?,
+        lora_name: wire::opt(r, f, i, "lora_name", wire::string)?,
+        extra_keys: wire::opt(r, f, i, "extra_keys", extra_keys)?,
+        group_idx: wire::opt(r, f, i, "group_idx", wire::u32_of)?,
+        kv_cache_spec_kind: wire::opt(r, f, i, "kv_cache_spec_kind", wire::string)?,
         kv_cache_spec_sliding_window: wire::opt(
+            r,
             f,
             i,
             "kv_cache_spec_sliding_window",
             wire::u64_of,
         )?,
-        locality: wire::opt(f, i, "locality", wire::string)?,
-        ownership: wire::opt(f, i, "ownership", wire::string)?,
-        session_id: wire::opt(f, i, "session_id", wire::string)?,
-        lookahead_token_ids: wire::opt(f, i, "lookahead_token_ids", |v, at| {
-            wire::array(v, at)?
-                .iter()
-                .map(|block| wire::tokens(block, at))
-                .collect()
-        })?,
-        cache_salt: wire::opt(f, i, "cache_salt", wire::string)?,
+        locality: wire::opt(r, f, i, "locality", wire::string)?,
+        ownership: wire::opt(r, f, i, "ownership", wire::string)?,
+        session_id: wire::opt(r, f, i, "session_id", wire::string)?,
+        lookahead_token_ids: wire::opt(r, f, i, "lookahead_token_ids", wire::token_blocks)?,
+        cache_salt: wire::opt(r, f, i, "cache_salt", wire::string)?,
     })
 }
 
-fn block_removed(f: &Fields<'_, '_>, i: usize) -> Result<BlockRemoved, DecodeError> {
+fn block_removed(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockRemoved, DecodeError> {
     let block_hashes =
-        wire::opt(f, i, "block_hashes", wire::hashes)?.ok_or(DecodeError::Field {
+        wire::opt(r, f, i, "block_hashes", wire::hashes)?.ok_or(DecodeError::Field {
             event: i,
             field: "block_hashes",
             expected: "present",
         })?;
     Ok(BlockRemoved {
         block_hashes,
-        medium: wire::opt(f, i, "medium", medium)?,
-        group_idx: wire::opt(f, i, "group_idx", wire::u32_of)?,
-        locality: wire::opt(f, i, "locality", wire::string)?,
-        ownership: wire::opt(f, i, "ownership", wire::string)?,
+        medium: wire::opt(r, f, i, "medium", medium)?,
+        group_idx: wire::opt(r, f, i, "group_idx", wire::u32_of)?,
+        locality: wire::opt(r, f, i, "locality", wire::string)?,
+        ownership: wire::opt(r, f, i, "ownership", wire::string)?,
     })
 }
 
-/// `extra_keys`: one entry per block, nil or a list of keys.
-fn extra_keys(value: &ValueRef<'_>, at: At) -> Result<Vec<Option<Vec<ExtraKey>>>, DecodeError> {
-    Ok(wire::array(value, at)?
-        .iter()
-        .map(|block| match block {
-            ValueRef::Nil => None,
-            ValueRef::Array(keys) => Some(keys.iter().map(extra_key).collect()),
-            other => Some(vec![extra_key(other)]),
-        })
-        .collect())
+/// `extra_keys`: one entry per block, nil or a list of keys (a lone key counts as a list).
+fn extra_keys(r: &mut Reader<'_>, at: At) -> Result<Vec<Option<Vec<ExtraKey>>>, DecodeError> {
+    let len = wire::array(r, at)?;
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        let start = r.pos();
+        out.push(match r.next()? {
+            Value::Nil => None,
+            Value::Array(keys) => {
+                let mut list = Vec::with_capacity(keys);
+                for _ in 0..keys {
+                    list.push(extra_key(r)?);
+                }
+                Some(list)
+            }
+            _ => {
+                r.seek(start);
+                Some(vec![extra_key(r)?])
+            }
+        });
+    }
+    Ok(out)
 }
 
-fn extra_key(value: &ValueRef<'_>) -> ExtraKey {
-    match value {
-        ValueRef::String(s) => match s.as_str() {
-            Some(text) => ExtraKey::Text(text.to_owned()),
-            None => ExtraKey::Other,
+/// Reads one whole value as an extra key; shapes that are not understood are `Other`.
+fn extra_key(r: &mut Reader<'_>) -> Result<ExtraKey, DecodeError> {
+    let start = r.pos();
+    let key = match r.next()? {
+        Value::Str(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => return Ok(ExtraKey::Text(text.to_owned())),
+            Err(_) => return Ok(ExtraKey::Other),
         },
-        ValueRef::Binary(bytes) => ExtraKey::Digest(bytes.to_vec()),
-        ValueRef::Array(pair) => match pair.as_slice() {
-            [ValueRef::String(id), ValueRef::Integer(offset)] => {
-                match (id.as_str(), offset.as_i64()) {
-                    (Some(identifier), Some(offset)) => ExtraKey::Multimodal {
-                        identifier: identifier.to_owned(),
-                        offset,
-                    },
-                    _ => ExtraKey::Other,
-                }
-            }
-            _ => ExtraKey::Other,
+        Value::Bin(bytes) => return Ok(ExtraKey::Digest(bytes.to_vec())),
+        Value::Array(2) => match (r.next()?, r.next()?) {
+            (Value::Str(id), offset) => match (std::str::from_utf8(id), offset.as_i64()) {
+                (Ok(identifier), Some(offset)) => Some(ExtraKey::Multimodal {
+                    identifier: identifier.to_owned(),
+                    offset,
+                }),
+                _ => None,
+            },
+            _ => None,
         },
-        _ => ExtraKey::Other,
+        _ => None,
+    };
+    if let Some(key) = key {
+        return Ok(key);
     }
+    // Anything else: skip the whole value from its start.
+    r.seek(start);
+    r.skip(5)?;
+    Ok(ExtraKey::Other)
 }

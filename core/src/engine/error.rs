@@ -5,6 +5,14 @@
 pub enum DecodeError {
     /// The bytes are not one msgpack value (truncated, bad marker, nested too deeply).
     Msgpack(String),
+    /// The payload is larger than [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES); nothing of
+    /// it was read.
+    TooLarge {
+        /// The payload's size in bytes.
+        len: usize,
+        /// The largest size accepted.
+        max: usize,
+    },
     /// Bytes follow the batch's msgpack value.
     TrailingBytes(usize),
     /// The envelope is not `[ts, events]`, `[ts, events, dp_rank]` or the equivalent map.
@@ -31,6 +39,9 @@ impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DecodeError::Msgpack(what) => write!(f, "not a msgpack value: {what}"),
+            DecodeError::TooLarge { len, max } => {
+                write!(f, "payload of {len} bytes is larger than the maximum {max}")
+            }
             DecodeError::TrailingBytes(n) => write!(f, "{n} bytes after the batch"),
             DecodeError::Envelope(what) => write!(f, "bad batch envelope: {what}"),
             DecodeError::Event { event, reason } => write!(f, "event {event}: {reason}"),

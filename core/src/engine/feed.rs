@@ -1,17 +1,33 @@
-//! Applies engine payloads to an [`Indexer`]: decode fully, convert, then apply, so a
-//! malformed batch changes nothing. [`EngineFeed`] adds per-publisher sequence tracking with
-//! the recommended reaction to gaps and restarts, and keeps its own counters.
+//! Applies engine payloads to an [`Indexer`]: decode and convert every event, then apply, so
+//! a malformed batch changes nothing. Events are converted one at a time as they are decoded
+//! ([`BatchEvents`]), so the memory held besides the payload is the index events themselves
+//! plus one decoded event. [`EngineFeed`] adds per-publisher sequence tracking with the
+//! recommended reaction to gaps and restarts, keeps its own (saturating) counters, and
+//! forgets a publisher on request or when its worker is removed through it.
 
 use std::collections::HashMap;
 
 use crate::model::{Event, Worker};
 use crate::{Error, Indexer};
 
-use super::convert::{to_events, ApplyOptions, SkipCounts};
-use super::decode::decode_batch;
+use super::batch::{DecodedBatch, Format};
+use super::decode::BatchEvents;
 use super::error::DecodeError;
 use super::seq::{SeqStatus, SeqTracker};
-use super::types::{DecodedBatch, Format};
+use super::to_index::{to_events, ApplyOptions, Conversion, SkipCounts};
+
+/// Where converted index events go: an [`Indexer`], or a caller's wrapper around one (the C
+/// ABI wraps it to tell a panic inside the indexer from one inside the feed).
+pub trait EventSink {
+    /// Applies or queues one event, like [`Indexer::apply_event`].
+    fn apply_event(&self, event: Event) -> Result<(), Error>;
+}
+
+impl EventSink for Indexer {
+    fn apply_event(&self, event: Event) -> Result<(), Error> {
+        Indexer::apply_event(self, event)
+    }
+}
 
 /// Why a payload was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,17 +70,27 @@ pub struct BatchReport {
 
 /// Applies an already decoded batch to `worker`, numbering index events from
 /// `first_event_id`. Every event is tried; only [`Error::ShutDown`] stops early.
-pub fn apply_batch(
-    indexer: &Indexer,
+pub fn apply_batch<S: EventSink + ?Sized>(
+    indexer: &S,
     batch: &DecodedBatch,
     worker: Worker,
     first_event_id: u64,
     options: &ApplyOptions,
 ) -> Result<BatchReport, Error> {
     let conversion = to_events(batch, worker, first_event_id, options);
+    submit(indexer, conversion, worker, batch.events.len() as u64)
+}
+
+/// Submits converted events in order; every event is tried, only [`Error::ShutDown`] stops.
+fn submit<S: EventSink + ?Sized>(
+    indexer: &S,
+    conversion: Conversion,
+    worker: Worker,
+    events_decoded: u64,
+) -> Result<BatchReport, Error> {
     let mut report = BatchReport {
         dp_rank: worker.dp_rank,
-        events_decoded: batch.events.len() as u64,
+        events_decoded,
         skipped: conversion.skipped,
         ..BatchReport::default()
     };
@@ -81,19 +107,59 @@ pub fn apply_batch(
     Ok(report)
 }
 
+/// A payload decoded and converted for one worker, nothing applied yet.
+struct Converted {
+    worker: Worker,
+    events_decoded: u64,
+    conversion: Conversion,
+}
+
+/// Decodes `payload` one event at a time, converting each for the worker `(worker_id,
+/// dp_rank or the envelope's rank or 0)`; `first_id` gives the first index event id once the
+/// worker is known. A decode error anywhere returns it and nothing else.
+fn convert_payload(
+    format: Format,
+    payload: &[u8],
+    worker_id: u64,
+    dp_rank: Option<u32>,
+    options: &ApplyOptions,
+    first_id: impl FnOnce(Worker) -> u64,
+) -> Result<Converted, DecodeError> {
+    let mut events = BatchEvents::open(format, payload)?;
+    let worker = Worker::new(worker_id, dp_rank.or(events.dp_rank()).unwrap_or(0));
+    let first = first_id(worker);
+    let mut conversion = Conversion::default();
+    let mut events_decoded = 0u64;
+    for event in &mut events {
+        conversion.push_owned(event?, worker, first, options);
+        events_decoded += 1;
+    }
+    Ok(Converted {
+        worker,
+        events_decoded,
+        conversion,
+    })
+}
+
 /// Decodes `payload` and applies it to `(worker_id, dp_rank)`; `dp_rank: None` takes the
 /// envelope's rank (0 when absent). Without sequence tracking; see [`EngineFeed`].
-pub fn apply_payload(
-    indexer: &Indexer,
+pub fn apply_payload<S: EventSink + ?Sized>(
+    indexer: &S,
     format: Format,
     worker_id: u64,
     dp_rank: Option<u32>,
     payload: &[u8],
     options: &ApplyOptions,
 ) -> Result<BatchReport, FeedError> {
-    let batch = decode_batch(format, payload).map_err(FeedError::Decode)?;
-    let worker = Worker::new(worker_id, dp_rank.or(batch.dp_rank).unwrap_or(0));
-    apply_batch(indexer, &batch, worker, 0, options).map_err(FeedError::Index)
+    let converted = convert_payload(format, payload, worker_id, dp_rank, options, |_| 0)
+        .map_err(FeedError::Decode)?;
+    submit(
+        indexer,
+        converted.conversion,
+        converted.worker,
+        converted.events_decoded,
+    )
+    .map_err(FeedError::Index)
 }
 
 /// How an [`EngineFeed`] decodes and reacts.
@@ -122,7 +188,7 @@ impl FeedConfig {
     }
 }
 
-/// Counters of an [`EngineFeed`].
+/// Counters of an [`EngineFeed`]; every one saturates at `u64::MAX` instead of wrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EngineStats {
     /// Batches decoded and applied.
@@ -184,44 +250,99 @@ impl EngineFeed {
         &self.tracker
     }
 
-    /// Forgets a publisher's sequence (call with `Indexer::remove_worker_dp_rank`).
-    pub fn forget(&mut self, worker: Worker) {
-        self.tracker.forget(&worker);
-        self.event_ids.remove(&worker);
+    /// Publishers `(worker_id, dp_rank)` the feed holds state for (sequence, event ids).
+    pub fn publishers(&self) -> usize {
+        self.event_ids.len()
+    }
+
+    /// Forgets one publisher: its tracked sequence (its next batch is `First` again) and its
+    /// event-id counter. Returns whether the feed knew it.
+    pub fn forget(&mut self, worker: Worker) -> bool {
+        let tracked = self.tracker.forget(&worker);
+        self.event_ids.remove(&worker).is_some() || tracked
+    }
+
+    /// Forgets every dp rank of a worker; returns how many publishers were forgotten.
+    pub fn forget_worker(&mut self, worker_id: u64) -> usize {
+        self.tracker.retain(|w| w.worker_id != worker_id);
+        let before = self.event_ids.len();
+        self.event_ids.retain(|w, _| w.worker_id != worker_id);
+        before - self.event_ids.len()
+    }
+
+    /// Removes every dp rank of a worker from the indexer ([`Indexer::remove_worker`]) and
+    /// forgets its publishers here, so a worker that is gone costs the feed nothing.
+    pub fn remove_worker(&mut self, indexer: &Indexer, worker_id: u64) -> Result<(), Error> {
+        indexer.remove_worker(worker_id)?;
+        self.forget_worker(worker_id);
+        Ok(())
+    }
+
+    /// Removes one `(worker_id, dp_rank)` from the indexer
+    /// ([`Indexer::remove_worker_dp_rank`]) and forgets that publisher here.
+    pub fn remove_worker_dp_rank(
+        &mut self,
+        indexer: &Indexer,
+        worker: Worker,
+    ) -> Result<(), Error> {
+        indexer.remove_worker_dp_rank(worker)?;
+        self.forget(worker);
+        Ok(())
     }
 
     /// Decodes `payload` and applies it to `(worker_id, dp_rank)` (`None`: the envelope's
     /// rank, 0 when absent). With `seq`, tracks the publisher's sequence first: after a gap
     /// or a restart the worker is cleared (as configured) before the batch is applied.
     /// A malformed payload changes nothing, not even the tracked sequence.
-    pub fn apply_message(
+    pub fn apply_message<S: EventSink + ?Sized>(
         &mut self,
-        indexer: &Indexer,
+        indexer: &S,
         worker_id: u64,
         dp_rank: Option<u32>,
         seq: Option<u64>,
         payload: &[u8],
     ) -> Result<BatchReport, FeedError> {
-        let batch = match decode_batch(self.config.format, payload) {
-            Ok(batch) => batch,
+        // Decide the reaction from the state before the batch; record nothing until the
+        // whole payload has decoded.
+        let mut plan = (None, false);
+        let (tracker, event_ids, config) = (&self.tracker, &self.event_ids, &self.config);
+        let converted = convert_payload(
+            config.format,
+            payload,
+            worker_id,
+            dp_rank,
+            &config.options,
+            |worker| {
+                let status = seq.map(|seq| tracker.check(&worker, seq));
+                let clear = match status {
+                    Some(SeqStatus::Gap { .. }) => config.clear_on_gap,
+                    Some(SeqStatus::Restart { .. }) => config.clear_on_restart,
+                    _ => false,
+                };
+                plan = (status, clear);
+                let next = event_ids.get(&worker).copied().unwrap_or(0);
+                next.wrapping_add(u64::from(clear))
+            },
+        );
+        let converted = match converted {
+            Ok(converted) => converted,
             Err(e) => {
-                self.stats.batches_malformed += 1;
+                self.stats.batches_malformed = self.stats.batches_malformed.saturating_add(1);
                 return Err(FeedError::Decode(e));
             }
         };
-        let worker = Worker::new(worker_id, dp_rank.or(batch.dp_rank).unwrap_or(0));
-        let status = seq.map(|seq| self.tracker.record(&worker, seq));
-        let clear = match status {
-            Some(SeqStatus::Gap { .. }) => self.config.clear_on_gap,
-            Some(SeqStatus::Restart { .. }) => self.config.clear_on_restart,
-            _ => false,
-        };
+        let (status, clear) = plan;
+        let worker = converted.worker;
+        if let Some(seq) = seq {
+            self.tracker.record(&worker, seq);
+        }
+        let stats = &mut self.stats;
         match status {
             Some(s @ SeqStatus::Gap { .. }) => {
-                self.stats.gaps += 1;
-                self.stats.batches_missed += s.missed();
+                stats.gaps = stats.gaps.saturating_add(1);
+                stats.batches_missed = stats.batches_missed.saturating_add(s.missed());
             }
-            Some(SeqStatus::Restart { .. }) => self.stats.restarts += 1,
+            Some(SeqStatus::Restart { .. }) => stats.restarts = stats.restarts.saturating_add(1),
             _ => {}
         }
         let next_id = self.event_ids.entry(worker).or_insert(0);
@@ -229,19 +350,26 @@ impl EngineFeed {
             indexer
                 .apply_event(Event::cleared(worker, *next_id))
                 .map_err(FeedError::Index)?;
-            *next_id += 1;
-            self.stats.workers_cleared += 1;
+            *next_id = next_id.wrapping_add(1);
+            stats.workers_cleared = stats.workers_cleared.saturating_add(1);
         }
-        let mut report = apply_batch(indexer, &batch, worker, *next_id, &self.config.options)
-            .map_err(FeedError::Index)?;
-        *next_id += report.events_submitted;
+        let mut report = submit(
+            indexer,
+            converted.conversion,
+            worker,
+            converted.events_decoded,
+        )
+        .map_err(FeedError::Index)?;
+        *next_id = next_id.wrapping_add(report.events_submitted);
         report.seq = status;
         report.cleared_worker = clear;
-        self.stats.batches += 1;
-        self.stats.events_decoded += report.events_decoded;
-        self.stats.events_submitted += report.events_submitted;
-        self.stats.events_rejected += report.events_rejected;
-        self.stats.events_skipped += report.skipped.total();
+        stats.batches = stats.batches.saturating_add(1);
+        stats.events_decoded = stats.events_decoded.saturating_add(report.events_decoded);
+        stats.events_submitted = stats
+            .events_submitted
+            .saturating_add(report.events_submitted);
+        stats.events_rejected = stats.events_rejected.saturating_add(report.events_rejected);
+        stats.events_skipped = stats.events_skipped.saturating_add(report.skipped.total());
         Ok(report)
     }
 }

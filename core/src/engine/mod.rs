@@ -16,19 +16,22 @@
 //! gap; if there is no replay socket or it no longer holds the range, clear the worker. To a
 //! restart: clear the worker (the restarted engine's cache is empty).
 
-mod convert;
+mod batch;
 mod decode;
 mod error;
 mod feed;
+mod msgpack;
 mod seq;
-mod types;
+mod to_index;
 mod wire;
 
-pub use convert::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};
-pub use decode::{decode_batch, MAX_DEPTH};
+pub use batch::{BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, Format, Medium};
+pub use decode::{decode_batch, BatchEvents, MAX_PAYLOAD_BYTES};
 pub use error::DecodeError;
 pub use feed::{
-    apply_batch, apply_payload, BatchReport, EngineFeed, EngineStats, FeedConfig, FeedError,
+    apply_batch, apply_payload, BatchReport, EngineFeed, EngineStats, EventSink, FeedConfig,
+    FeedError,
 };
+pub use msgpack::MAX_DEPTH;
 pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};
-pub use types::{BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, Format, Medium};
+pub use to_index::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};

@@ -276,11 +276,20 @@ mod tests {
     fn scalar_heads() {
         assert_eq!(head(&[0x07]), Value::Uint(7));
         assert_eq!(head(&[0xff]), Value::Int(-1));
-        assert_eq!(head(&[0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), Value::Uint(u64::MAX));
-        assert_eq!(head(&[0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0]), Value::Int(i64::MIN));
+        assert_eq!(
+            head(&[0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Value::Uint(u64::MAX)
+        );
+        assert_eq!(
+            head(&[0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0]),
+            Value::Int(i64::MIN)
+        );
         assert_eq!(head(&[0xd0, 0x05]).as_u64(), Some(5));
         assert_eq!(head(&[0xd0, 0xfb]).as_u64(), None);
-        assert_eq!(head(&[0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).as_i64(), None);
+        assert_eq!(
+            head(&[0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).as_i64(),
+            None
+        );
         assert_eq!(head(&[0xa2, b'h', b'i']), Value::Str(b"hi"));
         assert_eq!(head(&[0xc4, 1, 9]), Value::Bin(&[9]));
         assert_eq!(head(&[0xd4, 1, 2]), Value::Ext);

@@ -41,13 +41,13 @@ impl SeqStatus {
     /// Batches missed before this one (0 unless [`SeqStatus::Gap`]).
     pub fn missed(&self) -> u64 {
         match self {
-            SeqStatus::Gap { expected, got } => got - expected,
+            SeqStatus::Gap { expected, got } => got.saturating_sub(*expected),
             _ => 0,
         }
     }
 }
 
-/// Counters of a [`SeqTracker`].
+/// Counters of a [`SeqTracker`]; each saturates at `u64::MAX` instead of wrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SeqCounters {
     /// Batches recorded.
@@ -102,13 +102,14 @@ impl<K: Eq + Hash + Clone> SeqTracker<K> {
     /// counts it, and returns how it related to the previous one.
     pub fn record(&mut self, key: &K, seq: u64) -> SeqStatus {
         let status = self.check(key, seq);
-        self.counters.batches += 1;
+        let c = &mut self.counters;
+        c.batches = c.batches.saturating_add(1);
         match status {
             SeqStatus::Gap { .. } => {
-                self.counters.gaps += 1;
-                self.counters.missed += status.missed();
+                c.gaps = c.gaps.saturating_add(1);
+                c.missed = c.missed.saturating_add(status.missed());
             }
-            SeqStatus::Restart { .. } => self.counters.restarts += 1,
+            SeqStatus::Restart { .. } => c.restarts = c.restarts.saturating_add(1),
             SeqStatus::First | SeqStatus::InOrder => {}
         }
         self.next.insert(key.clone(), seq.wrapping_add(1));
@@ -120,9 +121,24 @@ impl<K: Eq + Hash + Clone> SeqTracker<K> {
         self.next.get(key).copied()
     }
 
-    /// Forgets a publisher (e.g. when its worker is removed).
-    pub fn forget(&mut self, key: &K) {
-        self.next.remove(key);
+    /// Forgets a publisher (e.g. when its worker is removed); returns whether it was known.
+    pub fn forget(&mut self, key: &K) -> bool {
+        self.next.remove(key).is_some()
+    }
+
+    /// Keeps only the publishers for which `keep` returns true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        self.next.retain(|key, _| keep(key));
+    }
+
+    /// The number of publishers tracked.
+    pub fn len(&self) -> usize {
+        self.next.len()
+    }
+
+    /// Whether no publisher is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.next.is_empty()
     }
 
     /// The counters so far.
@@ -160,6 +176,21 @@ mod tests {
         assert_eq!(t.expected(&"a"), Some(1));
         t.forget(&"a");
         assert_eq!(t.check(&"a", 3), SeqStatus::First);
+    }
+
+    #[test]
+    fn counters_saturate_instead_of_wrapping() {
+        let mut t = SeqTracker::new();
+        t.record(&"a", 0);
+        // Two gaps of almost 2^64 batches each: the sum saturates.
+        assert_eq!(t.record(&"a", u64::MAX - 1).missed(), u64::MAX - 2);
+        t.record(&"a", 0);
+        t.record(&"a", u64::MAX - 1);
+        assert_eq!(t.counters().missed, u64::MAX);
+        assert_eq!(t.counters().gaps, 2);
+        assert_eq!(t.len(), 1);
+        t.retain(|k| *k != "a");
+        assert!(t.is_empty());
     }
 
     #[test]

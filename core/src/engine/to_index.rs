@@ -1,11 +1,11 @@
-//! Turns a [`DecodedBatch`] into index [`Event`]s: local hashes from the published tokens
+//! Turns decoded engine events ([`DecodedBatch`]) into index [`Event`]s: local hashes from the published tokens
 //! (hashing contract, LoRA seed when the event names an adapter), engine hashes as the
 //! opaque sequence names, and a filter for what a prefix-routing index should hold.
 
-use crate::hashing::{hash_tokens_with_seed, lora_seed, HASH_SEED};
+use crate::hashing::{local_hash_with_seed, lora_seed, HASH_SEED};
 use crate::model::{Block, Event, Worker};
 
-use super::types::{BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
+use super::batch::{BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
 
 /// Which `medium` values are indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,16 +64,18 @@ pub struct SkipCounts {
 }
 
 impl SkipCounts {
-    /// All skipped events.
+    /// All skipped events (saturating).
     pub fn total(&self) -> u64 {
-        self.unknown_tag + self.filtered + self.unhashable
+        self.unknown_tag
+            .saturating_add(self.filtered)
+            .saturating_add(self.unhashable)
     }
 
-    /// Adds another count to this one.
+    /// Adds another count to this one (saturating).
     pub fn add(&mut self, other: &SkipCounts) {
-        self.unknown_tag += other.unknown_tag;
-        self.filtered += other.filtered;
-        self.unhashable += other.unhashable;
+        self.unknown_tag = self.unknown_tag.saturating_add(other.unknown_tag);
+        self.filtered = self.filtered.saturating_add(other.filtered);
+        self.unhashable = self.unhashable.saturating_add(other.unhashable);
     }
 }
 
@@ -96,32 +98,70 @@ pub fn to_events(
 ) -> Conversion {
     let mut out = Conversion::default();
     for event in &batch.events {
-        let event_id = first_event_id.wrapping_add(out.events.len() as u64);
+        out.push(event, worker, first_event_id, options);
+    }
+    out
+}
+
+impl Conversion {
+    /// Converts one engine event for `worker` and appends the result (or counts the skip);
+    /// index events are numbered from `first_event_id` in the order they are appended.
+    pub fn push(
+        &mut self,
+        event: &EngineEvent,
+        worker: Worker,
+        first_event_id: u64,
+        options: &ApplyOptions,
+    ) {
+        let event_id = first_event_id.wrapping_add(self.events.len() as u64);
+        let skipped = &mut self.skipped;
         match event {
             EngineEvent::BlockStored(stored) => {
                 if !selected(stored.medium.as_ref(), stored.group_idx, options) {
-                    out.skipped.filtered += 1;
+                    skipped.filtered = skipped.filtered.saturating_add(1);
                 } else if let Some(blocks) = local_blocks(stored, options) {
                     let parent = stored.parent_block_hash;
-                    out.events
+                    self.events
                         .push(Event::stored(worker, event_id, parent, blocks));
                 } else {
-                    out.skipped.unhashable += 1;
+                    skipped.unhashable = skipped.unhashable.saturating_add(1);
                 }
             }
             EngineEvent::BlockRemoved(removed) => {
                 if selected(removed.medium.as_ref(), removed.group_idx, options) {
                     let hashes = removed.block_hashes.clone();
-                    out.events.push(Event::removed(worker, event_id, hashes));
+                    self.events.push(Event::removed(worker, event_id, hashes));
                 } else {
-                    out.skipped.filtered += 1;
+                    skipped.filtered = skipped.filtered.saturating_add(1);
                 }
             }
-            EngineEvent::AllBlocksCleared => out.events.push(Event::cleared(worker, event_id)),
-            EngineEvent::Unknown { .. } => out.skipped.unknown_tag += 1,
+            EngineEvent::AllBlocksCleared => self.events.push(Event::cleared(worker, event_id)),
+            EngineEvent::Unknown { .. } => {
+                skipped.unknown_tag = skipped.unknown_tag.saturating_add(1)
+            }
         }
     }
-    out
+
+    /// Like [`Conversion::push`] for an event the caller gives away: a removal's hashes are
+    /// moved into the index event instead of copied.
+    pub fn push_owned(
+        &mut self,
+        event: EngineEvent,
+        worker: Worker,
+        first_event_id: u64,
+        options: &ApplyOptions,
+    ) {
+        match event {
+            EngineEvent::BlockRemoved(removed)
+                if selected(removed.medium.as_ref(), removed.group_idx, options) =>
+            {
+                let event_id = first_event_id.wrapping_add(self.events.len() as u64);
+                let hashes = removed.block_hashes;
+                self.events.push(Event::removed(worker, event_id, hashes));
+            }
+            other => self.push(&other, worker, first_event_id, options),
+        }
+    }
 }
 
 fn selected(medium: Option<&Medium>, group: Option<u32>, options: &ApplyOptions) -> bool {
@@ -153,12 +193,13 @@ fn local_blocks(stored: &BlockStored, options: &ApplyOptions) -> Option<Vec<Bloc
         return None;
     }
     let seed = stored.lora_name.as_deref().map_or(HASH_SEED, lora_seed);
-    let locals = hash_tokens_with_seed(&stored.token_ids, size, seed);
+    // One exactly sized vector: no intermediate list of local hashes.
     Some(
-        locals
-            .into_iter()
+        stored
+            .token_ids
+            .chunks_exact(size)
             .zip(&stored.block_hashes)
-            .map(|(local, &engine)| Block::new(local, engine))
+            .map(|(tokens, &engine)| Block::new(local_hash_with_seed(tokens, seed), engine))
             .collect(),
     )
 }

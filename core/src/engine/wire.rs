@@ -1,17 +1,47 @@
-//! Typed reads of msgpack values (parsed by `rmpv`) into the shapes the engines publish:
-//! hashes folded to `u64`, bounded integers, strings, and field lookup by name over either
-//! the positional (array) or the tagged-map encoding of an event.
-
-use rmpv::ValueRef;
+//! Typed reads of an event's fields into the shapes the engines publish: hashes folded to
+//! `u64`, bounded integers, strings, token arrays, and field lookup by name over either the
+//! positional (array) or the tagged-map encoding of an event.
+//!
+//! Every read goes from the payload straight into its final value; vectors are sized from a
+//! length that [`Reader::next`] has already checked against the bytes left.
 
 use super::error::DecodeError;
+use super::msgpack::{Reader, Value};
+
+/// Every field name the event decoders read, in either encoding.
+const FIELD_NAMES: [&str; 17] = [
+    "type",
+    "block_hashes",
+    "parent_block_hash",
+    "token_ids",
+    "block_size",
+    "lora_id",
+    "medium",
+    "lora_name",
+    "extra_keys",
+    "group_idx",
+    "kv_cache_spec_kind",
+    "kv_cache_spec_sliding_window",
+    "locality",
+    "ownership",
+    "session_id",
+    "lookahead_token_ids",
+    "cache_salt",
+];
+
+fn field_index(name: &[u8]) -> Option<usize> {
+    FIELD_NAMES
+        .iter()
+        .position(|field| field.as_bytes() == name)
+}
 
 /// Folds an engine hash to `u64`: unsigned ints as they are, signed ints as two's complement,
 /// bin (a raw digest) as its last 8 bytes read big-endian (shorter digests are zero-extended).
-pub(crate) fn fold_hash(value: &ValueRef<'_>) -> Option<u64> {
-    match value {
-        ValueRef::Integer(int) => int.as_u64().or_else(|| int.as_i64().map(|v| v as u64)),
-        ValueRef::Binary(bytes) => {
+pub(crate) fn fold_hash(value: &Value<'_>) -> Option<u64> {
+    match *value {
+        Value::Uint(v) => Some(v),
+        Value::Int(v) => Some(v as u64),
+        Value::Bin(bytes) => {
             let tail = &bytes[bytes.len().saturating_sub(8)..];
             Some(tail.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
         }
@@ -19,37 +49,55 @@ pub(crate) fn fold_hash(value: &ValueRef<'_>) -> Option<u64> {
     }
 }
 
-/// A view of one event's fields, whichever encoding it came in.
-pub(crate) enum Fields<'v, 'a> {
-    /// Positional: element 0 is the tag, then the fields in `layout` order.
-    Array {
-        items: &'v [ValueRef<'a>],
-        layout: &'static [&'static str],
-    },
-    /// Tagged map: `"type"` plus fields by name; unknown keys are ignored.
-    Map(&'v [(ValueRef<'a>, ValueRef<'a>)]),
+/// Where each known field of one event starts in the payload (first occurrence wins), so
+/// fields can be read in any order whatever order they were written in.
+pub(crate) struct Fields {
+    offsets: [Option<usize>; FIELD_NAMES.len()],
 }
 
-impl<'v, 'a> Fields<'v, 'a> {
-    /// The field's value, `None` when absent or nil (the wire's "None").
-    pub(crate) fn get(&self, name: &str) -> Option<&'v ValueRef<'a>> {
-        let value = match self {
-            Fields::Array { items, layout } => layout
-                .iter()
-                .position(|field| *field == name)
-                .and_then(|pos| items.get(pos + 1)),
-            Fields::Map(entries) => entries
-                .iter()
-                .find(|(key, _)| key_is(key, name))
-                .map(|(_, value)| value),
-        }?;
-        (!matches!(value, ValueRef::Nil)).then_some(value)
+impl Fields {
+    /// Scans a tagged map's `len` entries (the reader is just after the map's head).
+    pub(crate) fn of_map(
+        r: &mut Reader<'_>,
+        len: usize,
+        depth: usize,
+    ) -> Result<Self, DecodeError> {
+        let mut offsets = [None; FIELD_NAMES.len()];
+        for _ in 0..len {
+            let key = r.key()?;
+            if let Some(i) = key.and_then(field_index) {
+                offsets[i].get_or_insert(r.pos());
+            }
+            r.skip(depth + 1)?;
+        }
+        Ok(Self { offsets })
     }
-}
 
-/// Whether a map key is the string `name`.
-pub(crate) fn key_is(key: &ValueRef<'_>, name: &str) -> bool {
-    matches!(key, ValueRef::String(s) if s.as_str() == Some(name))
+    /// Scans a positional event's `len` items after its tag (the reader is just after the
+    /// tag): item `k` is the field `layout[k]`; items beyond the layout are skipped.
+    pub(crate) fn of_array(
+        r: &mut Reader<'_>,
+        len: usize,
+        layout: &[&str],
+        depth: usize,
+    ) -> Result<Self, DecodeError> {
+        let mut offsets = [None; FIELD_NAMES.len()];
+        for k in 0..len {
+            if let Some(i) = layout.get(k).and_then(|name| field_index(name.as_bytes())) {
+                offsets[i].get_or_insert(r.pos());
+            }
+            r.skip(depth + 1)?;
+        }
+        Ok(Self { offsets })
+    }
+
+    /// The offset of a field's value, `None` when absent or nil (the wire's "None").
+    pub(crate) fn get(&self, r: &Reader<'_>, name: &str) -> Result<Option<usize>, DecodeError> {
+        let Some(pos) = field_index(name.as_bytes()).and_then(|i| self.offsets[i]) else {
+            return Ok(None);
+        };
+        Ok((r.peek_at(pos)? != Value::Nil).then_some(pos))
+    }
 }
 
 /// Context for errors: which event and which field is being read.
@@ -69,125 +117,148 @@ impl At {
     }
 }
 
-pub(crate) fn hash(value: &ValueRef<'_>, at: At) -> Result<u64, DecodeError> {
-    fold_hash(value).ok_or_else(|| at.err("an int or bin hash"))
+/// A reader of one field's value.
+pub(crate) type Read<T> = fn(&mut Reader<'_>, At) -> Result<T, DecodeError>;
+
+/// Reads an optional field with `read`, `None` when absent or nil.
+pub(crate) fn opt<T>(
+    r: &mut Reader<'_>,
+    fields: &Fields,
+    event: usize,
+    field: &'static str,
+    read: Read<T>,
+) -> Result<Option<T>, DecodeError> {
+    match fields.get(r, field)? {
+        None => Ok(None),
+        Some(pos) => {
+            r.seek(pos);
+            read(r, At { event, field }).map(Some)
+        }
+    }
 }
 
-pub(crate) fn array<'v, 'a>(
-    value: &'v ValueRef<'a>,
-    at: At,
-) -> Result<&'v [ValueRef<'a>], DecodeError> {
-    match value {
-        ValueRef::Array(items) => Ok(items),
+pub(crate) fn hash(r: &mut Reader<'_>, at: At) -> Result<u64, DecodeError> {
+    fold_hash(&r.next()?).ok_or_else(|| at.err("an int or bin hash"))
+}
+
+/// The length of an array value.
+pub(crate) fn array(r: &mut Reader<'_>, at: At) -> Result<usize, DecodeError> {
+    match r.next()? {
+        Value::Array(len) => Ok(len),
         _ => Err(at.err("an array")),
     }
 }
 
-pub(crate) fn hashes(value: &ValueRef<'_>, at: At) -> Result<Vec<u64>, DecodeError> {
-    array(value, at)?.iter().map(|v| hash(v, at)).collect()
-}
-
-pub(crate) fn u32_of(value: &ValueRef<'_>, at: At) -> Result<u32, DecodeError> {
-    match value {
-        ValueRef::Integer(int) => int
-            .as_u64()
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| at.err("an int in 0..2^32")),
-        _ => Err(at.err("an int in 0..2^32")),
+/// An array of `read` values, in a vector of exactly its length.
+fn array_of<T>(r: &mut Reader<'_>, at: At, read: Read<T>) -> Result<Vec<T>, DecodeError> {
+    let len = array(r, at)?;
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        out.push(read(r, at)?);
     }
+    Ok(out)
 }
 
-pub(crate) fn u64_of(value: &ValueRef<'_>, at: At) -> Result<u64, DecodeError> {
-    match value {
-        ValueRef::Integer(int) => int.as_u64().ok_or_else(|| at.err("a non-negative int")),
-        _ => Err(at.err("a non-negative int")),
-    }
+pub(crate) fn hashes(r: &mut Reader<'_>, at: At) -> Result<Vec<u64>, DecodeError> {
+    array_of(r, at, hash)
 }
 
-pub(crate) fn i64_of(value: &ValueRef<'_>, at: At) -> Result<i64, DecodeError> {
-    match value {
-        ValueRef::Integer(int) => int.as_i64().ok_or_else(|| at.err("an int64")),
-        _ => Err(at.err("an int64")),
-    }
+pub(crate) fn u32_of(r: &mut Reader<'_>, at: At) -> Result<u32, DecodeError> {
+    r.next()?
+        .as_u64()
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| at.err("an int in 0..2^32"))
 }
 
-pub(crate) fn tokens(value: &ValueRef<'_>, at: At) -> Result<Vec<u32>, DecodeError> {
-    array(value, at)?.iter().map(|v| u32_of(v, at)).collect()
+pub(crate) fn u64_of(r: &mut Reader<'_>, at: At) -> Result<u64, DecodeError> {
+    r.next()?
+        .as_u64()
+        .ok_or_else(|| at.err("a non-negative int"))
 }
 
-pub(crate) fn string(value: &ValueRef<'_>, at: At) -> Result<String, DecodeError> {
-    match value {
-        ValueRef::String(s) => s
-            .as_str()
+pub(crate) fn i64_of(r: &mut Reader<'_>, at: At) -> Result<i64, DecodeError> {
+    r.next()?.as_i64().ok_or_else(|| at.err("an int64"))
+}
+
+pub(crate) fn tokens(r: &mut Reader<'_>, at: At) -> Result<Vec<u32>, DecodeError> {
+    array_of(r, at, u32_of)
+}
+
+/// An array of token arrays.
+pub(crate) fn token_blocks(r: &mut Reader<'_>, at: At) -> Result<Vec<Vec<u32>>, DecodeError> {
+    array_of(r, at, tokens)
+}
+
+pub(crate) fn string(r: &mut Reader<'_>, at: At) -> Result<String, DecodeError> {
+    match r.next()? {
+        Value::Str(bytes) => std::str::from_utf8(bytes)
             .map(str::to_owned)
-            .ok_or_else(|| at.err("a UTF-8 string")),
+            .map_err(|_| at.err("a UTF-8 string")),
         _ => Err(at.err("a string")),
     }
-}
-
-/// Reads an optional field with `read`, `None` when absent or nil.
-pub(crate) fn opt<T>(
-    fields: &Fields<'_, '_>,
-    event: usize,
-    field: &'static str,
-    read: impl FnOnce(&ValueRef<'_>, At) -> Result<T, DecodeError>,
-) -> Result<Option<T>, DecodeError> {
-    fields
-        .get(field)
-        .map(|value| read(value, At { event, field }))
-        .transpose()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn value(bytes: &[u8]) -> ValueRef<'_> {
-        rmpv::decode::read_value_ref(&mut &bytes[..]).unwrap()
+    fn folded(bytes: &[u8]) -> Option<u64> {
+        fold_hash(&Reader::new(bytes).next().unwrap())
     }
 
     #[test]
     fn hashes_fold_to_u64() {
         // uint64 max, int64 -1, positive fixint.
         let max = [0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
-        assert_eq!(fold_hash(&value(&max)), Some(u64::MAX));
-        assert_eq!(fold_hash(&value(&[0xff])), Some(u64::MAX));
+        assert_eq!(folded(&max), Some(u64::MAX));
+        assert_eq!(folded(&[0xff]), Some(u64::MAX));
         let neg = [0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0];
-        assert_eq!(fold_hash(&value(&neg)), Some(1 << 63));
-        assert_eq!(fold_hash(&value(&[0x07])), Some(7));
+        assert_eq!(folded(&neg), Some(1 << 63));
+        assert_eq!(folded(&[0x07]), Some(7));
         // bin: last 8 bytes big-endian; shorter digests zero-extended; empty is 0.
         let mut digest = vec![0xc4, 32];
         digest.extend(0..32u8);
         let want = u64::from_be_bytes([24, 25, 26, 27, 28, 29, 30, 31]);
-        assert_eq!(fold_hash(&value(&digest)), Some(want));
-        assert_eq!(fold_hash(&value(&[0xc4, 2, 1, 2])), Some(0x0102));
-        assert_eq!(fold_hash(&value(&[0xc4, 0])), Some(0));
+        assert_eq!(folded(&digest), Some(want));
+        assert_eq!(folded(&[0xc4, 2, 1, 2]), Some(0x0102));
+        assert_eq!(folded(&[0xc4, 0]), Some(0));
         // Not a hash: float, string, nil.
-        assert_eq!(fold_hash(&value(&[0xcb, 0, 0, 0, 0, 0, 0, 0, 0])), None);
-        assert_eq!(fold_hash(&value(&[0xa1, b'x'])), None);
-        assert_eq!(fold_hash(&value(&[0xc0])), None);
+        assert_eq!(folded(&[0xcb, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(folded(&[0xa1, b'x']), None);
+        assert_eq!(folded(&[0xc0]), None);
     }
 
     #[test]
     fn map_and_array_fields_treat_nil_as_absent() {
-        let map = value(&[0x82, 0xa1, b'a', 0xc0, 0xa1, b'b', 0x05]);
-        let ValueRef::Map(entries) = &map else {
+        // {"lora_id": nil, "block_size": 5, "block_size": 6}: nil is absent, first wins.
+        let mut map = vec![0x83, 0xa7];
+        map.extend_from_slice(b"lora_id");
+        map.push(0xc0);
+        for v in [5, 6] {
+            map.push(0xaa);
+            map.extend_from_slice(b"block_size");
+            map.push(v);
+        }
+        let mut r = Reader::new(&map);
+        let Value::Map(len) = r.next().unwrap() else {
             panic!("a map")
         };
-        let fields = Fields::Map(entries);
-        assert!(fields.get("a").is_none());
-        assert!(matches!(fields.get("b"), Some(ValueRef::Integer(_))));
-        assert!(fields.get("c").is_none());
-        let array = value(&[0x93, 0xa1, b't', 0xc0, 0x09]);
-        let ValueRef::Array(items) = &array else {
-            panic!("an array")
-        };
-        let fields = Fields::Array {
-            items,
-            layout: &["x", "y", "z"],
-        };
-        assert!(fields.get("x").is_none());
-        assert!(matches!(fields.get("y"), Some(ValueRef::Integer(_))));
-        assert!(fields.get("z").is_none(), "shorter arrays: missing = None");
+        let fields = Fields::of_map(&mut r, len, 1).unwrap();
+        assert_eq!(fields.get(&r, "lora_id").unwrap(), None);
+        let at = fields.get(&r, "block_size").unwrap().unwrap();
+        assert_eq!(r.peek_at(at).unwrap(), Value::Uint(5));
+        assert_eq!(fields.get(&r, "medium").unwrap(), None);
+        // Positional: [nil, 9] for layout [lora_id, block_size, medium].
+        let array = [0xc0, 0x09];
+        let mut r = Reader::new(&array);
+        let layout = ["lora_id", "block_size", "medium"];
+        let fields = Fields::of_array(&mut r, 2, &layout, 1).unwrap();
+        assert_eq!(fields.get(&r, "lora_id").unwrap(), None);
+        assert!(fields.get(&r, "block_size").unwrap().is_some());
+        assert_eq!(
+            fields.get(&r, "medium").unwrap(),
+            None,
+            "shorter arrays: missing = None"
+        );
     }
 }
