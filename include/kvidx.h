@@ -12,27 +12,44 @@
  *   Out-parameters are written only on success, except that KVIDX_ERR_BUFFER_TOO_SMALL writes
  *   the count needed to *out_len and nothing else. NULL never crashes: a required pointer
  *   that is NULL gives KVIDX_ERR_NULL_POINTER, and an array given as (NULL, 0) is a valid
- *   empty array. Integers that encode enums (kind, backend, has_parent) are validated:
- *   an unknown value is KVIDX_ERR_INVALID_ARGUMENT. No function reads past the lengths given.
+ *   empty array. Integers that encode enums (kind, backend, format, flags, has_parent) are
+ *   validated: an unknown value is KVIDX_ERR_INVALID_ARGUMENT. No function reads past the
+ *   lengths given.
  *   Panics never cross the boundary: an internal bug returns KVIDX_ERR_PANIC and poisons the
  *   handle, after which every call on it returns KVIDX_ERR_POISONED; free it and make a new one.
  *   Engine payloads (kvidx_apply_engine_batch, kvidx_engine_feed_apply) that do not decode give
- *   KVIDX_ERR_MALFORMED and apply nothing. kvidx_status_str() describes any code.
+ *   KVIDX_ERR_MALFORMED, and payloads above KVIDX_ENGINE_MAX_PAYLOAD bytes KVIDX_ERR_TOO_LARGE;
+ *   either way nothing is applied. kvidx_status_str() describes any code.
  *
  * Ownership: the library keeps no caller pointer after a call returns (event arrays are
- *   copied). A handle from kvidx_new() is released with kvidx_free() exactly once, and a feed
- *   from kvidx_engine_feed_new() with kvidx_engine_feed_free() exactly once. Strings returned
+ *   copied). A handle from kvidx_new() or kvidx_new_with_limits() is released with
+ *   kvidx_free() exactly once, and a feed from kvidx_engine_feed_new() with
+ *   kvidx_engine_feed_free() exactly once. Strings returned
  *   are static and must not be freed. Nothing else is allocated for the caller.
  *
- * Thread-safety: every function except kvidx_free() may be called concurrently on the same
- *   handle, from any threads; kvidx_free() must not overlap any other call on that handle.
+ * Handles: kvidx_indexer and kvidx_engine_feed are opaque; each holds a poison flag. A panic
+ *   caught during a call poisons the handle whose code panicked (a panic while a feed decodes
+ *   poisons the feed, not the indexer it writes to; one inside the indexer poisons both).
+ *
+ * Thread-safety and const: a handle parameter declared const (const kvidx_indexer *,
+ *   const kvidx_engine_feed *) may be used by any number of threads at once, in any mix of
+ *   such calls. A handle parameter that is not const (only kvidx_free() and
+ *   kvidx_engine_feed_free()) needs exclusive access: no other call on that handle may
+ *   overlap it, and the handle is invalid afterwards. Calls on one feed are serialised inside.
  *   kvidx_find_matches() runs on the caller's thread, also while events are being applied.
  *   With event_threads > 0, apply calls copy and queue events (one worker's events stay in
  *   order) and their outcomes show in kvidx_get_stats() after kvidx_flush(); with
  *   event_threads == 0, events are applied before the call returns.
  *
+ * Enums and macros: every set of named values is a C enum (kvidx_status, kvidx_backend,
+ *   kvidx_event_kind, kvidx_engine_format, kvidx_seq_status, kvidx_feed_flag); struct fields and
+ *   arguments that carry them are uint32_t, so any value a caller passes is validated.
+ *   Macros are kept for single values only: versions, KVIDX_DP_RANK_FROM_BATCH (UINT32_MAX,
+ *   which a C enum cannot hold before C23) and KVIDX_ENGINE_MAX_PAYLOAD.
+ *
  * Versions: KVIDX_VERSION is the library release; KVIDX_ABI_VERSION (1) is this header's ABI,
- *   compare it with kvidx_abi_version() at run time. Status values are never renumbered.
+ *   compare it with kvidx_abi_version() at run time. ABI v1 grows by additions only: values
+ *   are never renumbered or reused, struct layouts never change.
  */
 
 #ifndef KVIDX_H
@@ -53,74 +70,16 @@
 #define KVIDX_ABI_VERSION 1
 
 /**
- * `format` argument: vLLM, every generation (tagged arrays and tagged maps).
- */
-#define KVIDX_ENGINE_VLLM 0
-
-/**
- * `format` argument: SGLang (its own array positions; signed hashes).
- */
-#define KVIDX_ENGINE_SGLANG 1
-
-/**
- * `format` argument: TensorRT-LLM's vLLM-compatible ZMQ publisher.
- */
-#define KVIDX_ENGINE_TRTLLM 2
-
-/**
- * `seq_status`: no sequence was given.
- */
-#define KVIDX_SEQ_UNTRACKED 0
-
-/**
- * `seq_status`: the first batch seen from this publisher.
- */
-#define KVIDX_SEQ_FIRST 1
-
-/**
- * `seq_status`: the expected next batch.
- */
-#define KVIDX_SEQ_IN_ORDER 2
-
-/**
- * `seq_status`: batches `seq_expected ..` were missed (`batches_missed` of them).
- */
-#define KVIDX_SEQ_GAP 3
-
-/**
- * `seq_status`: the sequence went backwards (the publisher restarted).
- */
-#define KVIDX_SEQ_RESTART 4
-
-/**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
+ * A sentinel, not an enum value: `UINT32_MAX` does not fit a C enum before C23.
  */
 #define KVIDX_DP_RANK_FROM_BATCH UINT32_MAX
 
 /**
- * Feed flag: do not clear the worker after a gap (the caller replays the missing range).
+ * The largest engine payload accepted, in bytes (32 MiB); a larger one is
+ * `KVIDX_ERR_TOO_LARGE` and nothing of it is read.
  */
-#define KVIDX_FEED_NO_CLEAR_ON_GAP 1
-
-/**
- * Feed flag: do not clear the worker when its publisher restarts.
- */
-#define KVIDX_FEED_NO_CLEAR_ON_RESTART 2
-
-/**
- * Feed flag: index every medium (CPU, storage tiers...), not only the GPU cache.
- */
-#define KVIDX_FEED_ALL_MEDIA 4
-
-/**
- * Feed flag: index every KV-cache group, not only group 0.
- */
-#define KVIDX_FEED_ALL_GROUPS 8
-
-/**
- * Feed flag: index stores whose engine hashes include extra keys by their tokens alone.
- */
-#define KVIDX_FEED_HASH_TOKENS_ONLY 16
+#define KVIDX_ENGINE_MAX_PAYLOAD (32 << 20)
 
 /**
  * The result of every fallible function. Values are never renumbered or reused.
@@ -166,6 +125,11 @@ typedef enum kvidx_status {
      * nothing was applied.
      */
     KVIDX_ERR_MALFORMED = 8,
+    /**
+     * Engine ingestion only: the payload is larger than `KVIDX_ENGINE_MAX_PAYLOAD`; nothing
+     * was read or applied.
+     */
+    KVIDX_ERR_TOO_LARGE = 9,
 } kvidx_status;
 
 /**
@@ -201,17 +165,90 @@ typedef enum kvidx_event_kind {
 } kvidx_event_kind;
 
 /**
- * An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`.
+ * The engine formats (values of the `format` argument of the engine functions).
+ */
+typedef enum kvidx_engine_format {
+    /**
+     * vLLM, every generation (tagged arrays and tagged maps).
+     */
+    KVIDX_ENGINE_VLLM = 0,
+    /**
+     * SGLang (its own array positions; signed hashes).
+     */
+    KVIDX_ENGINE_SGLANG = 1,
+    /**
+     * TensorRT-LLM's vLLM-compatible ZMQ publisher.
+     */
+    KVIDX_ENGINE_TRTLLM = 2,
+} kvidx_engine_format;
+
+/**
+ * How a batch's sequence number related to its publisher's previous one (values of
+ * `kvidx_engine_batch_result.seq_status`).
+ */
+typedef enum kvidx_seq_status {
+    /**
+     * No sequence was given.
+     */
+    KVIDX_SEQ_UNTRACKED = 0,
+    /**
+     * The first batch seen from this publisher (or since it was forgotten).
+     */
+    KVIDX_SEQ_FIRST = 1,
+    /**
+     * The expected next batch.
+     */
+    KVIDX_SEQ_IN_ORDER = 2,
+    /**
+     * Batches `seq_expected ..` were missed (`batches_missed` of them).
+     */
+    KVIDX_SEQ_GAP = 3,
+    /**
+     * The sequence went backwards (the publisher restarted).
+     */
+    KVIDX_SEQ_RESTART = 4,
+} kvidx_seq_status;
+
+/**
+ * Flags of `kvidx_engine_feed_new` (bits, combined with `|`; pass the result as `uint32_t`).
+ */
+typedef enum kvidx_feed_flag {
+    /**
+     * Do not clear the worker after a gap (the caller replays the missing range).
+     */
+    KVIDX_FEED_NO_CLEAR_ON_GAP = 1,
+    /**
+     * Do not clear the worker when its publisher restarts.
+     */
+    KVIDX_FEED_NO_CLEAR_ON_RESTART = 2,
+    /**
+     * Index every medium (CPU, storage tiers...), not only the GPU cache.
+     */
+    KVIDX_FEED_ALL_MEDIA = 4,
+    /**
+     * Index every KV-cache group, not only group 0.
+     */
+    KVIDX_FEED_ALL_GROUPS = 8,
+    /**
+     * Index stores whose engine hashes include extra keys by their tokens alone.
+     */
+    KVIDX_FEED_HASH_TOKENS_ONLY = 16,
+} kvidx_feed_flag;
+
+/**
+ * An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`
+ * (`kvidx_engine_feed_new`, `kvidx_engine_feed_free`). Calls on one feed are serialised.
  */
 typedef struct kvidx_engine_feed kvidx_engine_feed;
 
 /**
- * The opaque handle C callers hold: an indexer plus its poison flag.
+ * The opaque handle of an indexer (`kvidx_new`, `kvidx_free`).
  */
 typedef struct kvidx_indexer kvidx_indexer;
 
 /**
  * How to build an indexer. Start from `kvidx_config_default()` and change what you need.
+ * Queue limits are set with `kvidx_new_with_limits` (`kvidx_queue_limits`).
  */
 typedef struct kvidx_config {
     /**
@@ -227,6 +264,26 @@ typedef struct kvidx_config {
      */
     uint32_t jump_size;
 } kvidx_config;
+
+/**
+ * Queue limits of an indexer with event threads (an addition to `kvidx_config`, whose
+ * layout is fixed). Start from `kvidx_queue_limits_default()`; pass to
+ * `kvidx_new_with_limits`. Ignored when `event_threads == 0`.
+ */
+typedef struct kvidx_queue_limits {
+    /**
+     * Events each event thread may have queued before apply calls block; 0 = the default
+     * (4096); at most 1048576, more is `KVIDX_ERR_INVALID_ARGUMENT`.
+     */
+    uint64_t queue_capacity;
+    /**
+     * Bytes of queued work (events with their blocks and hashes) each event thread may
+     * hold before apply calls block; 0 = the default (32 MiB). An event larger than the
+     * budget is still accepted, alone in an otherwise empty queue. A value the library
+     * cannot represent or accept is `KVIDX_ERR_INVALID_ARGUMENT`.
+     */
+    uint64_t queue_bytes;
+} kvidx_queue_limits;
 
 /**
  * One block of a STORED event.
@@ -457,8 +514,29 @@ struct kvidx_config kvidx_config_default(void);
 enum kvidx_status kvidx_new(const struct kvidx_config *config, struct kvidx_indexer **out);
 
 /**
- * Releases an indexer: applies every event already accepted, joins the event threads and
- * frees the handle. NULL is a no-op; a poisoned handle is freed too.
+ * Returns the default queue limits: `{0, 0}`, the library's defaults (4096 events and
+ * 32 MiB of queued work per event thread).
+ */
+struct kvidx_queue_limits kvidx_queue_limits_default(void);
+
+/**
+ * Like `kvidx_new`, with queue limits for the event threads. `config` and `limits` may each
+ * be NULL for their defaults; `limits` is ignored when `event_threads == 0`.
+ *
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for any setting out of range (`queue_capacity` above
+ * 1048576, a `queue_bytes` the library cannot represent or accept, and everything `kvidx_new`
+ * checks), never aborting; otherwise as `kvidx_new`. `*out` is written only on success.
+ *
+ * # Safety
+ * `config` is NULL or readable, `limits` is NULL or readable, `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_new_with_limits(const struct kvidx_config *config,
+                                        const struct kvidx_queue_limits *limits,
+                                        struct kvidx_indexer **out);
+
+/**
+ * Releases an indexer (from `kvidx_new` or `kvidx_new_with_limits`): applies every event
+ * already accepted, joins the event threads and frees the handle. NULL is a no-op; a poisoned handle is freed too.
  *
  * Must not overlap any other call on the same handle; the handle is invalid afterwards.
  *
@@ -477,7 +555,7 @@ void kvidx_free(struct kvidx_indexer *indexer);
  * # Safety
  * `indexer` is NULL or a live handle from `kvidx_new`.
  */
-enum kvidx_status kvidx_debug_panic(struct kvidx_indexer *indexer);
+enum kvidx_status kvidx_debug_panic(const struct kvidx_indexer *indexer);
 
 /**
  * Applies one event (synchronous mode) or checks its shape, copies it and queues it behind
@@ -493,7 +571,7 @@ enum kvidx_status kvidx_debug_panic(struct kvidx_indexer *indexer);
  * `indexer` is NULL or a live handle; `event` is NULL or points to a readable `kvidx_event`
  * whose arrays are readable for their lengths. Nothing is kept after the call returns.
  */
-enum kvidx_status kvidx_apply_event(struct kvidx_indexer *indexer,
+enum kvidx_status kvidx_apply_event(const struct kvidx_indexer *indexer,
                                     const struct kvidx_event *event);
 
 /**
@@ -508,7 +586,7 @@ enum kvidx_status kvidx_apply_event(struct kvidx_indexer *indexer,
  * `indexer` is NULL or a live handle; `events` is NULL or points to `n` readable events whose
  * arrays are readable for their lengths.
  */
-enum kvidx_status kvidx_apply_events(struct kvidx_indexer *indexer,
+enum kvidx_status kvidx_apply_events(const struct kvidx_indexer *indexer,
                                      const struct kvidx_event *events,
                                      size_t n);
 
@@ -520,7 +598,7 @@ enum kvidx_status kvidx_apply_events(struct kvidx_indexer *indexer,
  * # Safety
  * `indexer` is NULL or a live handle.
  */
-enum kvidx_status kvidx_remove_worker(struct kvidx_indexer *indexer, uint64_t worker_id);
+enum kvidx_status kvidx_remove_worker(const struct kvidx_indexer *indexer, uint64_t worker_id);
 
 /**
  * Drops and forgets one `(worker_id, dp_rank)`, ordered like `kvidx_remove_worker`. An unknown
@@ -529,7 +607,7 @@ enum kvidx_status kvidx_remove_worker(struct kvidx_indexer *indexer, uint64_t wo
  * # Safety
  * `indexer` is NULL or a live handle.
  */
-enum kvidx_status kvidx_remove_worker_dp_rank(struct kvidx_indexer *indexer,
+enum kvidx_status kvidx_remove_worker_dp_rank(const struct kvidx_indexer *indexer,
                                               uint64_t worker_id,
                                               uint32_t dp_rank);
 
@@ -540,7 +618,7 @@ enum kvidx_status kvidx_remove_worker_dp_rank(struct kvidx_indexer *indexer,
  * # Safety
  * `indexer` is NULL or a live handle.
  */
-enum kvidx_status kvidx_flush(struct kvidx_indexer *indexer);
+enum kvidx_status kvidx_flush(const struct kvidx_indexer *indexer);
 
 /**
  * Finds the workers holding a prefix of the query (`num_hashes` local hashes), deepest first,
@@ -625,20 +703,22 @@ uint32_t kvidx_abi_version(void);
  * applies its events to `(worker_id, dp_rank)`; `dp_rank == KVIDX_DP_RANK_FROM_BATCH` takes
  * the envelope's rank. Only the GPU medium and KV-cache group 0 are indexed; local hashes
  * come from the published tokens (see docs/engine-events.md). No sequence tracking: use a
- * feed (`kvidx_engine_feed_apply`) for that.
+ * feed (`kvidx_engine_feed_apply`) for that. Decoding holds, besides the payload, the index
+ * events it produces and one decoded event at a time.
  *
  * Returns `KVIDX_ERR_MALFORMED` when the bytes are not a valid batch of `format` (not
  * msgpack, truncated, trailing bytes, a bad envelope, event or field type; also an empty
- * payload): nothing is applied. Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format`
- * (checked before the payload is read), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`,
- * or NULL `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
- * in `out->events_rejected` and the call still returns `KVIDX_OK`.
+ * payload), `KVIDX_ERR_TOO_LARGE` when `len > KVIDX_ENGINE_MAX_PAYLOAD`: nothing is applied.
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` (checked before the payload is
+ * read), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`, or NULL `payload` with
+ * `len > 0`. In synchronous mode a STORED whose parent is missing is counted in
+ * `out->events_rejected` and the call still returns `KVIDX_OK`.
  *
  * # Safety
  * `indexer` is NULL or a live handle; `payload` is readable for `len` bytes; `out` is NULL or
  * writable.
  */
-enum kvidx_status kvidx_apply_engine_batch(struct kvidx_indexer *indexer,
+enum kvidx_status kvidx_apply_engine_batch(const struct kvidx_indexer *indexer,
                                            uint32_t format,
                                            uint64_t worker_id,
                                            uint32_t dp_rank,
@@ -647,9 +727,10 @@ enum kvidx_status kvidx_apply_engine_batch(struct kvidx_indexer *indexer,
                                            struct kvidx_engine_batch_result *out);
 
 /**
- * Creates an engine feed for one wire format. `flags` is 0 (the recommended reaction without
- * a replay socket: clear the worker on gaps and on restarts; GPU medium and group 0 only;
- * stores with extra keys skipped) or a bitwise OR of the `KVIDX_FEED_*` flags.
+ * Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
+ * (the recommended reaction without a replay socket: clear the worker on gaps and on
+ * restarts; GPU medium and group 0 only; stores with extra keys skipped) or a bitwise OR of
+ * `kvidx_feed_flag` values.
  *
  * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit,
  * `KVIDX_ERR_NULL_POINTER` for a NULL `out`. Release the feed with `kvidx_engine_feed_free`.
@@ -662,7 +743,8 @@ enum kvidx_status kvidx_engine_feed_new(uint32_t format,
                                         struct kvidx_engine_feed **out);
 
 /**
- * Releases a feed. NULL is a no-op. Must not overlap any other call on the same feed.
+ * Releases a feed. NULL is a no-op; a poisoned feed is freed too. Must not overlap any other
+ * call on the same feed.
  *
  * # Safety
  * `feed` is NULL or a feed from `kvidx_engine_feed_new` not freed yet.
@@ -677,17 +759,19 @@ void kvidx_engine_feed_free(struct kvidx_engine_feed *feed);
  * the tracked sequence unchanged, so the next batch reports a gap.
  *
  * Returns `KVIDX_ERR_MALFORMED` for a payload that is not a valid batch of the feed's format
- * (counted in `batches_malformed`); `KVIDX_ERR_INVALID_ARGUMENT` for a `seq_frame` that is
- * not 8 bytes (checked before the payload is read; counted nowhere);
- * `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED` if an
- * earlier call on this feed panicked. Calls on one feed are serialised.
+ * and `KVIDX_ERR_TOO_LARGE` for one above `KVIDX_ENGINE_MAX_PAYLOAD` (both counted in
+ * `batches_malformed`); `KVIDX_ERR_INVALID_ARGUMENT` for a `seq_frame` that is not 8 bytes
+ * (checked before the payload is read; counted nowhere); `KVIDX_ERR_NULL_POINTER` for NULL
+ * `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED` if an earlier call on this feed, or on
+ * the indexer, panicked. A panic while decoding poisons the feed only; a panic inside the
+ * indexer poisons the indexer and the feed. Calls on one feed are serialised.
  *
  * # Safety
  * `feed` and `indexer` are NULL or live handles; `seq_frame` is readable for `seq_len`
  * bytes, `payload` for `len` bytes; `out` is NULL or writable.
  */
-enum kvidx_status kvidx_engine_feed_apply(struct kvidx_engine_feed *feed,
-                                          struct kvidx_indexer *indexer,
+enum kvidx_status kvidx_engine_feed_apply(const struct kvidx_engine_feed *feed,
+                                          const struct kvidx_indexer *indexer,
                                           uint64_t worker_id,
                                           uint32_t dp_rank,
                                           const uint8_t *seq_frame,
@@ -697,7 +781,7 @@ enum kvidx_status kvidx_engine_feed_apply(struct kvidx_engine_feed *feed,
                                           struct kvidx_engine_batch_result *out);
 
 /**
- * Copies a feed's counters to `*out`.
+ * Copies a feed's counters to `*out`. Every counter saturates at `UINT64_MAX`.
  *
  * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
  * earlier call on this feed panicked.
@@ -707,6 +791,63 @@ enum kvidx_status kvidx_engine_feed_apply(struct kvidx_engine_feed *feed,
  */
 enum kvidx_status kvidx_engine_feed_stats(const struct kvidx_engine_feed *feed,
                                           struct kvidx_engine_stats *out);
+
+/**
+ * Forgets one publisher `(worker_id, dp_rank)` in a feed: its tracked sequence (its next
+ * batch reports `KVIDX_SEQ_FIRST`) and its event-id counter, about 100 bytes. The index is
+ * not touched. Writes to `*out_known` (may be NULL) 1 if the feed knew the publisher, else 0.
+ * Forgetting an unknown publisher is a valid no-op.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed`, `KVIDX_ERR_POISONED` if an earlier call
+ * on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out_known` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_forget(const struct kvidx_engine_feed *feed,
+                                           uint64_t worker_id,
+                                           uint32_t dp_rank,
+                                           uint8_t *out_known);
+
+/**
+ * Removes every dp rank of a worker from the indexer (exactly `kvidx_remove_worker`) and
+ * forgets its publishers in the feed, so a worker that is gone costs the feed nothing. Use it
+ * instead of `kvidx_remove_worker` for workers fed through this feed.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `indexer`; `KVIDX_ERR_POISONED` if
+ * either was poisoned by an earlier panic (then nothing is removed or forgotten); otherwise
+ * what `kvidx_remove_worker` returns (the feed forgets the worker only on `KVIDX_OK`).
+ *
+ * # Safety
+ * `feed` and `indexer` are NULL or live handles.
+ */
+enum kvidx_status kvidx_engine_feed_remove_worker(const struct kvidx_engine_feed *feed,
+                                                  const struct kvidx_indexer *indexer,
+                                                  uint64_t worker_id);
+
+/**
+ * Removes one `(worker_id, dp_rank)` from the indexer (exactly `kvidx_remove_worker_dp_rank`)
+ * and forgets that publisher in the feed. Statuses as `kvidx_engine_feed_remove_worker`.
+ *
+ * # Safety
+ * `feed` and `indexer` are NULL or live handles.
+ */
+enum kvidx_status kvidx_engine_feed_remove_worker_dp_rank(const struct kvidx_engine_feed *feed,
+                                                          const struct kvidx_indexer *indexer,
+                                                          uint64_t worker_id,
+                                                          uint32_t dp_rank);
+
+/**
+ * Writes to `*out` the number of publishers `(worker_id, dp_rank)` the feed holds state for
+ * (each about 100 bytes): every publisher it applied a batch for and has not forgotten.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
+ * earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_publishers(const struct kvidx_engine_feed *feed, uint64_t *out);
 
 #ifdef __cplusplus
 }  // extern "C"

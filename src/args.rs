@@ -6,7 +6,7 @@
 
 use std::mem::{align_of, size_of};
 
-use super::types::kvidx_status;
+use super::c_types::kvidx_status;
 
 /// Checks an array's pointer and length without reading it.
 pub(crate) fn check_array<T>(ptr: *const T, len: usize) -> Result<(), kvidx_status> {
@@ -49,4 +49,17 @@ pub(crate) fn required<T>(ptr: *const T) -> Result<(), kvidx_status> {
     } else {
         Ok(())
     }
+}
+
+/// Reads an optional input struct: NULL is `None`.
+///
+/// # Safety
+/// `ptr` is NULL or points to a readable, initialised `T`.
+pub(crate) unsafe fn optional<T: Copy>(ptr: *const T) -> Result<Option<T>, kvidx_status> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    required(ptr)?;
+    // SAFETY: non-NULL and aligned (checked); the caller guarantees it is readable.
+    Ok(Some(unsafe { ptr.read() }))
 }

@@ -3,37 +3,43 @@
 //! Each `extern "C"` function of this crate has a body that is exactly one `export!`
 //! invocation (a unit test checks the sources), so none can forget to catch panics:
 //!
-//! - `export!(handle h, |ix| { .. })`: a NULL handle gives `KVIDX_ERR_NULL_POINTER`, a poisoned
-//!   one `KVIDX_ERR_POISONED`; a panic in the body gives `KVIDX_ERR_PANIC` and poisons the handle.
+//! - `export!(handle h, |v| { .. })`: runs the body on the value behind any opaque handle
+//!   ([`handle::Opaque`](crate::handle::Opaque)): a NULL handle gives
+//!   `KVIDX_ERR_NULL_POINTER`, a poisoned one `KVIDX_ERR_POISONED`; a panic in the body gives
+//!   `KVIDX_ERR_PANIC` and poisons that handle (and no other).
+//! - `export!(free h)`: releases any opaque handle (NULL is a no-op).
 //! - `export!(status, { .. })`: no handle; a panic gives `KVIDX_ERR_PANIC`.
 //! - `export!(value, fallback, { .. })`: returns a plain value; a panic returns `fallback`.
 //!
-//! Bodies of the first two forms return `Result<(), kvidx_status>` (so `?` works on argument
-//! checks); `Ok(())` becomes `KVIDX_OK`.
+//! Bodies of the `handle` and `status` forms return `Result<(), kvidx_status>` (so `?` works
+//! on argument checks); `Ok(())` becomes `KVIDX_OK`.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 
-use super::types::{kvidx_indexer, kvidx_status};
-use kvidx_core::Indexer;
+use super::c_types::kvidx_status;
+use super::handle::{self, Fallback, Opaque};
 
 /// Defines the body of an exported function; see the module documentation.
 macro_rules! export {
-    (handle $handle:expr, |$ix:ident| $body:block) => {{
-        let handle: *const $crate::types::kvidx_indexer = $handle;
-        let body =
-            |$ix: &::kvidx_core::Indexer| -> ::std::result::Result<(), $crate::types::kvidx_status> {
-                $body
-            };
+    (handle $handle:expr, |$v:ident| $body:block) => {{
+        let handle = $handle;
+        // Built outside the `unsafe` block below, so the body's own unsafe operations still
+        // need their own blocks (and SAFETY comments).
+        let body = $crate::boundary::body_for(handle, |$v| $body);
         // SAFETY: every exported function taking a handle requires (in its `# Safety` section
-        // and in the header) that it is NULL or a live handle from `kvidx_new` that no
-        // concurrent `kvidx_free` is releasing; `on_handle` needs exactly that.
+        // and in the header) that it is NULL or a live handle that no concurrent free
+        // function is releasing; `on_handle` needs exactly that.
         unsafe { $crate::boundary::on_handle(handle, body) }
+    }};
+    (free $handle:expr) => {{
+        // SAFETY: every free function requires (in its `# Safety` section and in the header)
+        // that the handle is NULL or live, not freed before, and used by no other call.
+        $crate::boundary::value((), || unsafe { $crate::handle::free($handle) })
     }};
     (status, $body:block) => {
         $crate::boundary::status(
-            || -> ::std::result::Result<(), $crate::types::kvidx_status> { $body },
+            || -> ::std::result::Result<(), $crate::c_types::kvidx_status> { $body },
         )
     };
     (value, $fallback:expr, $body:block) => {
@@ -42,36 +48,27 @@ macro_rules! export {
 }
 pub(crate) use export;
 
-/// Runs `body` on the indexer behind `handle`, containing panics and honouring the poison flag.
+/// Types a handle body by its handle (the identity; lets the closure's argument type be
+/// inferred before the body is passed to [`on_handle`]).
+pub(crate) fn body_for<H: Opaque, F>(_handle: *const H, body: F) -> F
+where
+    F: FnOnce(&H::Value) -> Result<(), kvidx_status>,
+{
+    body
+}
+
+/// Runs `body` on the value behind `ptr`, containing panics and honouring the poison flag.
 ///
 /// # Safety
-/// `handle` is NULL or points to a live `kvidx_indexer` that stays alive during the call.
-pub(crate) unsafe fn on_handle<F>(handle: *const kvidx_indexer, body: F) -> kvidx_status
-where
-    F: FnOnce(&Indexer) -> Result<(), kvidx_status>,
-{
-    // AssertUnwindSafe: after a panic the handle is poisoned, so no later call observes state
-    // the panic may have left half-updated; only `kvidx_free` still touches it.
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the caller guarantees `handle` is NULL or valid for the whole call.
-        let Some(handle) = (unsafe { handle.as_ref() }) else {
-            return Err(kvidx_status::KVIDX_ERR_NULL_POINTER);
-        };
-        if handle.poisoned.load(Ordering::Acquire) {
-            return Err(kvidx_status::KVIDX_ERR_POISONED);
-        }
-        body(&handle.indexer)
-    }));
-    match outcome {
-        Ok(result) => into_status(result),
-        Err(payload) => {
-            // SAFETY: as above; a panic can only come from `body`, so the handle is not NULL.
-            if let Some(handle) = unsafe { handle.as_ref() } {
-                handle.poisoned.store(true, Ordering::Release);
-            }
-            discard(payload);
-            kvidx_status::KVIDX_ERR_PANIC
-        }
+/// `ptr` is NULL or points to a live handle that stays alive during the call.
+pub(crate) unsafe fn on_handle<H: Opaque>(
+    ptr: *const H,
+    body: impl FnOnce(&H::Value) -> Result<(), kvidx_status>,
+) -> kvidx_status {
+    // SAFETY: the caller guarantees `ptr` is NULL or a live handle for the whole call.
+    match unsafe { handle::borrow(ptr) } {
+        Ok(handle) => handle.run(|value| into_status(body(value))),
+        Err(status) => status,
     }
 }
 
@@ -85,7 +82,7 @@ where
         Ok(result) => into_status(result),
         Err(payload) => {
             discard(payload);
-            kvidx_status::KVIDX_ERR_PANIC
+            kvidx_status::panicked()
         }
     }
 }
@@ -113,7 +110,7 @@ fn into_status(result: Result<(), kvidx_status>) -> kvidx_status {
 }
 
 /// Drops a panic payload without letting a panicking destructor escape the boundary.
-fn discard(payload: Box<dyn Any + Send>) {
+pub(crate) fn discard(payload: Box<dyn Any + Send>) {
     if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
         // A payload whose destructor panicked: leak the second payload rather than risk it.
         std::mem::forget(again);

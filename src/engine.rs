@@ -13,50 +13,38 @@
 //! given format (the empty payload included) are `KVIDX_ERR_MALFORMED`. Either way nothing is
 //! applied and a feed's tracked sequence is unchanged.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use super::args;
 use super::boundary::export;
-use super::convert;
-use super::types::{kvidx_indexer, kvidx_status};
-use kvidx_core::engine::{
-    self, ApplyOptions, BatchReport, EngineFeed, EngineStats, ExtrasPolicy, FeedConfig, FeedError,
-    Format, MediaFilter, SeqStatus,
+use super::c_convert;
+use super::c_types::{
+    kvidx_engine_feed, kvidx_engine_format, kvidx_feed_flag, kvidx_indexer, kvidx_seq_status,
+    kvidx_status,
 };
-
-/// `format` argument: vLLM, every generation (tagged arrays and tagged maps).
-pub const KVIDX_ENGINE_VLLM: u32 = 0;
-/// `format` argument: SGLang (its own array positions; signed hashes).
-pub const KVIDX_ENGINE_SGLANG: u32 = 1;
-/// `format` argument: TensorRT-LLM's vLLM-compatible ZMQ publisher.
-pub const KVIDX_ENGINE_TRTLLM: u32 = 2;
-
-/// `seq_status`: no sequence was given.
-pub const KVIDX_SEQ_UNTRACKED: u32 = 0;
-/// `seq_status`: the first batch seen from this publisher.
-pub const KVIDX_SEQ_FIRST: u32 = 1;
-/// `seq_status`: the expected next batch.
-pub const KVIDX_SEQ_IN_ORDER: u32 = 2;
-/// `seq_status`: batches `seq_expected ..` were missed (`batches_missed` of them).
-pub const KVIDX_SEQ_GAP: u32 = 3;
-/// `seq_status`: the sequence went backwards (the publisher restarted).
-pub const KVIDX_SEQ_RESTART: u32 = 4;
+use super::handle::{self, Handle};
+use kvidx_core::engine::{
+    self, ApplyOptions, BatchReport, DecodeError, EngineFeed, EngineStats, EventSink, ExtrasPolicy,
+    FeedConfig, FeedError, Format, MediaFilter, SeqStatus,
+};
+use kvidx_core::{Error, Event, Indexer, Worker};
 
 /// `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
+/// A sentinel, not an enum value: `UINT32_MAX` does not fit a C enum before C23.
 pub const KVIDX_DP_RANK_FROM_BATCH: u32 = u32::MAX;
 
-/// Feed flag: do not clear the worker after a gap (the caller replays the missing range).
-pub const KVIDX_FEED_NO_CLEAR_ON_GAP: u32 = 1;
-/// Feed flag: do not clear the worker when its publisher restarts.
-pub const KVIDX_FEED_NO_CLEAR_ON_RESTART: u32 = 2;
-/// Feed flag: index every medium (CPU, storage tiers...), not only the GPU cache.
-pub const KVIDX_FEED_ALL_MEDIA: u32 = 4;
-/// Feed flag: index every KV-cache group, not only group 0.
-pub const KVIDX_FEED_ALL_GROUPS: u32 = 8;
-/// Feed flag: index stores whose engine hashes include extra keys by their tokens alone.
-pub const KVIDX_FEED_HASH_TOKENS_ONLY: u32 = 16;
+/// The largest engine payload accepted, in bytes (32 MiB); a larger one is
+/// `KVIDX_ERR_TOO_LARGE` and nothing of it is read.
+pub const KVIDX_ENGINE_MAX_PAYLOAD: usize = 32 << 20;
 
-const KNOWN_FLAGS: u32 = 31;
+const _: () = assert!(KVIDX_ENGINE_MAX_PAYLOAD == engine::MAX_PAYLOAD_BYTES);
+
+/// Every `kvidx_feed_flag` bit.
+const KNOWN_FLAGS: u32 = kvidx_feed_flag::KVIDX_FEED_NO_CLEAR_ON_GAP as u32
+    | kvidx_feed_flag::KVIDX_FEED_NO_CLEAR_ON_RESTART as u32
+    | kvidx_feed_flag::KVIDX_FEED_ALL_MEDIA as u32
+    | kvidx_feed_flag::KVIDX_FEED_ALL_GROUPS as u32
+    | kvidx_feed_flag::KVIDX_FEED_HASH_TOKENS_ONLY as u32;
 
 /// What applying one engine batch did.
 #[repr(C)]
@@ -113,17 +101,13 @@ pub struct kvidx_engine_stats {
     pub workers_cleared: u64,
 }
 
-/// An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`.
-pub struct kvidx_engine_feed {
-    feed: Mutex<EngineFeed>,
-}
-
-/// The format of a `KVIDX_ENGINE_*` value.
+/// The format of a `kvidx_engine_format` value.
 fn format_of(value: u32) -> Result<Format, kvidx_status> {
+    use kvidx_engine_format::*;
     match value {
-        KVIDX_ENGINE_VLLM => Ok(Format::Vllm),
-        KVIDX_ENGINE_SGLANG => Ok(Format::Sglang),
-        KVIDX_ENGINE_TRTLLM => Ok(Format::TrtLlm),
+        v if v == KVIDX_ENGINE_VLLM as u32 => Ok(Format::Vllm),
+        v if v == KVIDX_ENGINE_SGLANG as u32 => Ok(Format::Sglang),
+        v if v == KVIDX_ENGINE_TRTLLM as u32 => Ok(Format::TrtLlm),
         _ => Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
     }
 }
@@ -134,12 +118,14 @@ fn rank_of(dp_rank: u32) -> Option<u32> {
 
 fn feed_error(error: FeedError) -> kvidx_status {
     match error {
+        FeedError::Decode(DecodeError::TooLarge { .. }) => kvidx_status::KVIDX_ERR_TOO_LARGE,
         FeedError::Decode(_) => kvidx_status::KVIDX_ERR_MALFORMED,
-        FeedError::Index(e) => convert::status_of(e),
+        FeedError::Index(e) => c_convert::status_of(e),
     }
 }
 
 fn result_of(r: &BatchReport) -> kvidx_engine_batch_result {
+    use kvidx_seq_status::*;
     let (seq_status, seq_expected) = match r.seq {
         None => (KVIDX_SEQ_UNTRACKED, 0),
         Some(SeqStatus::First) => (KVIDX_SEQ_FIRST, 0),
@@ -157,7 +143,7 @@ fn result_of(r: &BatchReport) -> kvidx_engine_batch_result {
         seq_expected,
         batches_missed: r.seq.map_or(0, |s| s.missed()),
         dp_rank: r.dp_rank,
-        seq_status,
+        seq_status: seq_status as u32,
         worker_cleared: u8::from(r.cleared_worker),
     }
 }
@@ -177,25 +163,62 @@ fn stats_of(s: EngineStats) -> kvidx_engine_stats {
     }
 }
 
+/// The indexer as the feed's event sink, called from inside the feed's boundary: a panic
+/// inside the indexer poisons the indexer handle (and, unwinding on, the feed's), while a
+/// panic in the feed's own decoding or bookkeeping poisons the feed only.
+struct IndexerSink<'a>(&'a Handle<Indexer>);
+
+impl EventSink for IndexerSink<'_> {
+    fn apply_event(&self, event: Event) -> Result<(), Error> {
+        // A poisoned indexer refuses further events, like a stopped one.
+        self.0
+            .run_nested(|ix| ix.apply_event(event))
+            .unwrap_or(Err(Error::ShutDown))
+    }
+}
+
+/// The indexer handle a feed call writes to: NULL and poison are checked before the payload.
+///
+/// # Safety
+/// `indexer` is NULL or a live handle for the whole call.
+unsafe fn indexer_for_feed<'a>(
+    indexer: *const kvidx_indexer,
+) -> Result<&'a Handle<Indexer>, kvidx_status> {
+    // SAFETY: the caller guarantees a NULL or live handle.
+    let handle = unsafe { handle::borrow(indexer) }?;
+    if handle.is_poisoned() {
+        return Err(kvidx_status::KVIDX_ERR_POISONED);
+    }
+    Ok(handle)
+}
+
+/// The feed behind the lock (a feed whose lock a panic poisoned is itself poisoned, and
+/// never gets here).
+fn lock(feed: &Mutex<EngineFeed>) -> Result<MutexGuard<'_, EngineFeed>, kvidx_status> {
+    feed.lock().map_err(|_| kvidx_status::KVIDX_ERR_POISONED)
+}
+
 /// Decodes one engine payload (the third frame of the engine's ZMQ message) completely, then
 /// applies its events to `(worker_id, dp_rank)`; `dp_rank == KVIDX_DP_RANK_FROM_BATCH` takes
 /// the envelope's rank. Only the GPU medium and KV-cache group 0 are indexed; local hashes
 /// come from the published tokens (see docs/engine-events.md). No sequence tracking: use a
-/// feed (`kvidx_engine_feed_apply`) for that.
+/// feed (`kvidx_engine_feed_apply`) for that. Decoding holds, besides the payload, the index
+/// events it produces and one decoded event at a time.
 ///
 /// Returns `KVIDX_ERR_MALFORMED` when the bytes are not a valid batch of `format` (not
 /// msgpack, truncated, trailing bytes, a bad envelope, event or field type; also an empty
-/// payload): nothing is applied. Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format`
-/// (checked before the payload is read), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`,
-/// or NULL `payload` with `len > 0`. In synchronous mode a STORED whose parent is missing is counted
-/// in `out->events_rejected` and the call still returns `KVIDX_OK`.
+/// payload), `KVIDX_ERR_TOO_LARGE` when `len > KVIDX_ENGINE_MAX_PAYLOAD`: nothing is applied.
+/// Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` (checked before the payload is
+/// read), `KVIDX_ERR_NULL_POINTER` for a NULL handle or `out`, or NULL `payload` with
+/// `len > 0`. In synchronous mode a STORED whose parent is missing is counted in
+/// `out->events_rejected` and the call still returns `KVIDX_OK`.
 ///
 /// # Safety
 /// `indexer` is NULL or a live handle; `payload` is readable for `len` bytes; `out` is NULL or
 /// writable.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_apply_engine_batch(
-    indexer: *mut kvidx_indexer,
+    indexer: *const kvidx_indexer,
     format: u32,
     worker_id: u64,
     dp_rank: u32,
@@ -217,9 +240,10 @@ pub unsafe extern "C" fn kvidx_apply_engine_batch(
     })
 }
 
-/// Creates an engine feed for one wire format. `flags` is 0 (the recommended reaction without
-/// a replay socket: clear the worker on gaps and on restarts; GPU medium and group 0 only;
-/// stores with extra keys skipped) or a bitwise OR of the `KVIDX_FEED_*` flags.
+/// Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
+/// (the recommended reaction without a replay socket: clear the worker on gaps and on
+/// restarts; GPU medium and group 0 only; stores with extra keys skipped) or a bitwise OR of
+/// `kvidx_feed_flag` values.
 ///
 /// Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit,
 /// `KVIDX_ERR_NULL_POINTER` for a NULL `out`. Release the feed with `kvidx_engine_feed_free`.
@@ -233,12 +257,13 @@ pub unsafe extern "C" fn kvidx_engine_feed_new(
     out: *mut *mut kvidx_engine_feed,
 ) -> kvidx_status {
     export!(status, {
+        use kvidx_feed_flag::*;
         args::required(out)?;
         let format = format_of(format)?;
         if flags & !KNOWN_FLAGS != 0 {
             return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
         }
-        let on = |flag: u32| flags & flag != 0;
+        let on = |flag: kvidx_feed_flag| flags & flag as u32 != 0;
         let mut config = FeedConfig::new(format);
         config.clear_on_gap = !on(KVIDX_FEED_NO_CLEAR_ON_GAP);
         config.clear_on_restart = !on(KVIDX_FEED_NO_CLEAR_ON_RESTART);
@@ -251,28 +276,20 @@ pub unsafe extern "C" fn kvidx_engine_feed_new(
         if on(KVIDX_FEED_HASH_TOKENS_ONLY) {
             config.options.extras = ExtrasPolicy::HashTokensOnly;
         }
-        let feed = Box::into_raw(Box::new(kvidx_engine_feed {
-            feed: Mutex::new(EngineFeed::new(config)),
-        }));
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(feed) };
+        unsafe { handle::create::<kvidx_engine_feed>(Mutex::new(EngineFeed::new(config)), out) };
         Ok(())
     })
 }
 
-/// Releases a feed. NULL is a no-op. Must not overlap any other call on the same feed.
+/// Releases a feed. NULL is a no-op; a poisoned feed is freed too. Must not overlap any other
+/// call on the same feed.
 ///
 /// # Safety
 /// `feed` is NULL or a feed from `kvidx_engine_feed_new` not freed yet.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_engine_feed_free(feed: *mut kvidx_engine_feed) {
-    export!(value, (), {
-        if !feed.is_null() {
-            // SAFETY: the caller guarantees the feed came from `Box::into_raw` in
-            // `kvidx_engine_feed_new`, is not freed yet, and that no other call is using it.
-            drop(unsafe { Box::from_raw(feed) });
-        }
-    })
+    export!(free feed)
 }
 
 /// Like `kvidx_apply_engine_batch`, through a feed that tracks the publisher's batch sequence:
@@ -282,10 +299,12 @@ pub unsafe extern "C" fn kvidx_engine_feed_free(feed: *mut kvidx_engine_feed) {
 /// the tracked sequence unchanged, so the next batch reports a gap.
 ///
 /// Returns `KVIDX_ERR_MALFORMED` for a payload that is not a valid batch of the feed's format
-/// (counted in `batches_malformed`); `KVIDX_ERR_INVALID_ARGUMENT` for a `seq_frame` that is
-/// not 8 bytes (checked before the payload is read; counted nowhere);
-/// `KVIDX_ERR_NULL_POINTER` for NULL `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED` if an
-/// earlier call on this feed panicked. Calls on one feed are serialised.
+/// and `KVIDX_ERR_TOO_LARGE` for one above `KVIDX_ENGINE_MAX_PAYLOAD` (both counted in
+/// `batches_malformed`); `KVIDX_ERR_INVALID_ARGUMENT` for a `seq_frame` that is not 8 bytes
+/// (checked before the payload is read; counted nowhere); `KVIDX_ERR_NULL_POINTER` for NULL
+/// `feed`, `indexer` or `out`; `KVIDX_ERR_POISONED` if an earlier call on this feed, or on
+/// the indexer, panicked. A panic while decoding poisons the feed only; a panic inside the
+/// indexer poisons the indexer and the feed. Calls on one feed are serialised.
 ///
 /// # Safety
 /// `feed` and `indexer` are NULL or live handles; `seq_frame` is readable for `seq_len`
@@ -293,8 +312,8 @@ pub unsafe extern "C" fn kvidx_engine_feed_free(feed: *mut kvidx_engine_feed) {
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn kvidx_engine_feed_apply(
-    feed: *mut kvidx_engine_feed,
-    indexer: *mut kvidx_indexer,
+    feed: *const kvidx_engine_feed,
+    indexer: *const kvidx_indexer,
     worker_id: u64,
     dp_rank: u32,
     seq_frame: *const u8,
@@ -303,8 +322,9 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply(
     len: usize,
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
-    export!(handle indexer, |ix| {
-        args::required(feed)?;
+    export!(handle feed, |feed| {
+        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+        let ix = unsafe { indexer_for_feed(indexer) }?;
         args::required(out)?;
         // SAFETY: the caller guarantees `seq_frame` is readable for `seq_len` bytes.
         let seq_frame = unsafe { args::input(seq_frame, seq_len) }?;
@@ -316,11 +336,8 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply(
         };
         // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
         let payload = unsafe { args::input(payload, len) }?;
-        // SAFETY: non-NULL and aligned (checked); the caller guarantees a live feed.
-        let feed = unsafe { &*feed };
-        let mut feed = feed.feed.lock().map_err(|_| kvidx_status::KVIDX_ERR_POISONED)?;
-        let report = feed
-            .apply_message(ix, worker_id, rank_of(dp_rank), seq, payload)
+        let report = lock(feed)?
+            .apply_message(&IndexerSink(ix), worker_id, rank_of(dp_rank), seq, payload)
             .map_err(feed_error)?;
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
         unsafe { out.write(result_of(&report)) };
@@ -328,7 +345,7 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply(
     })
 }
 
-/// Copies a feed's counters to `*out`.
+/// Copies a feed's counters to `*out`. Every counter saturates at `UINT64_MAX`.
 ///
 /// Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
 /// earlier call on this feed panicked.
@@ -340,18 +357,118 @@ pub unsafe extern "C" fn kvidx_engine_feed_stats(
     feed: *const kvidx_engine_feed,
     out: *mut kvidx_engine_stats,
 ) -> kvidx_status {
-    export!(status, {
-        args::required(feed)?;
+    export!(handle feed, |feed| {
         args::required(out)?;
-        // SAFETY: non-NULL and aligned (checked); the caller guarantees a live feed.
-        let feed = unsafe { &*feed };
-        let stats = feed
-            .feed
-            .lock()
-            .map_err(|_| kvidx_status::KVIDX_ERR_POISONED)?
-            .stats();
+        let stats = stats_of(lock(feed)?.stats());
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(stats_of(stats)) };
+        unsafe { out.write(stats) };
+        Ok(())
+    })
+}
+
+/// Forgets one publisher `(worker_id, dp_rank)` in a feed: its tracked sequence (its next
+/// batch reports `KVIDX_SEQ_FIRST`) and its event-id counter, about 100 bytes. The index is
+/// not touched. Writes to `*out_known` (may be NULL) 1 if the feed knew the publisher, else 0.
+/// Forgetting an unknown publisher is a valid no-op.
+///
+/// Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed`, `KVIDX_ERR_POISONED` if an earlier call
+/// on this feed panicked.
+///
+/// # Safety
+/// `feed` is NULL or a live feed; `out_known` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_engine_feed_forget(
+    feed: *const kvidx_engine_feed,
+    worker_id: u64,
+    dp_rank: u32,
+    out_known: *mut u8,
+) -> kvidx_status {
+    export!(handle feed, |feed| {
+        if !out_known.is_null() {
+            args::required(out_known)?;
+        }
+        let known = lock(feed)?.forget(Worker::new(worker_id, dp_rank));
+        if !out_known.is_null() {
+            // SAFETY: non-NULL and aligned (checked); the caller guarantees it is writable.
+            unsafe { out_known.write(u8::from(known)) };
+        }
+        Ok(())
+    })
+}
+
+/// Removes every dp rank of a worker from the indexer (exactly `kvidx_remove_worker`) and
+/// forgets its publishers in the feed, so a worker that is gone costs the feed nothing. Use it
+/// instead of `kvidx_remove_worker` for workers fed through this feed.
+///
+/// Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `indexer`; `KVIDX_ERR_POISONED` if
+/// either was poisoned by an earlier panic (then nothing is removed or forgotten); otherwise
+/// what `kvidx_remove_worker` returns (the feed forgets the worker only on `KVIDX_OK`).
+///
+/// # Safety
+/// `feed` and `indexer` are NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_engine_feed_remove_worker(
+    feed: *const kvidx_engine_feed,
+    indexer: *const kvidx_indexer,
+    worker_id: u64,
+) -> kvidx_status {
+    export!(handle feed, |feed| {
+        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+        let ix = unsafe { indexer_for_feed(indexer) }?;
+        let mut feed = lock(feed)?;
+        let removed = ix.run_nested(|ix| ix.remove_worker(worker_id));
+        removed
+            .ok_or(kvidx_status::KVIDX_ERR_POISONED)?
+            .map_err(c_convert::status_of)?;
+        feed.forget_worker(worker_id);
+        Ok(())
+    })
+}
+
+/// Removes one `(worker_id, dp_rank)` from the indexer (exactly `kvidx_remove_worker_dp_rank`)
+/// and forgets that publisher in the feed. Statuses as `kvidx_engine_feed_remove_worker`.
+///
+/// # Safety
+/// `feed` and `indexer` are NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_engine_feed_remove_worker_dp_rank(
+    feed: *const kvidx_engine_feed,
+    indexer: *const kvidx_indexer,
+    worker_id: u64,
+    dp_rank: u32,
+) -> kvidx_status {
+    export!(handle feed, |feed| {
+        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+        let ix = unsafe { indexer_for_feed(indexer) }?;
+        let mut feed = lock(feed)?;
+        let worker = Worker::new(worker_id, dp_rank);
+        let removed = ix.run_nested(|ix| ix.remove_worker_dp_rank(worker));
+        removed
+            .ok_or(kvidx_status::KVIDX_ERR_POISONED)?
+            .map_err(c_convert::status_of)?;
+        feed.forget(worker);
+        Ok(())
+    })
+}
+
+/// Writes to `*out` the number of publishers `(worker_id, dp_rank)` the feed holds state for
+/// (each about 100 bytes): every publisher it applied a batch for and has not forgotten.
+///
+/// Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
+/// earlier call on this feed panicked.
+///
+/// # Safety
+/// `feed` is NULL or a live feed; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_engine_feed_publishers(
+    feed: *const kvidx_engine_feed,
+    out: *mut u64,
+) -> kvidx_status {
+    export!(handle feed, |feed| {
+        args::required(out)?;
+        let publishers = lock(feed)?.publishers() as u64;
+        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+        unsafe { out.write(publishers) };
         Ok(())
     })
 }
@@ -359,9 +476,23 @@ pub unsafe extern "C" fn kvidx_engine_feed_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::kvidx_config;
+    use crate::c_types::kvidx_config;
     use crate::{kvidx_free, kvidx_new};
     use kvidx_core::hashing::hash_tokens;
+
+    const KVIDX_ENGINE_VLLM: u32 = kvidx_engine_format::KVIDX_ENGINE_VLLM as u32;
+    const KVIDX_ENGINE_TRTLLM: u32 = kvidx_engine_format::KVIDX_ENGINE_TRTLLM as u32;
+    const KVIDX_SEQ_UNTRACKED: u32 = kvidx_seq_status::KVIDX_SEQ_UNTRACKED as u32;
+    const KVIDX_SEQ_FIRST: u32 = kvidx_seq_status::KVIDX_SEQ_FIRST as u32;
+    const KVIDX_SEQ_GAP: u32 = kvidx_seq_status::KVIDX_SEQ_GAP as u32;
+    const KVIDX_SEQ_RESTART: u32 = kvidx_seq_status::KVIDX_SEQ_RESTART as u32;
+
+    /// Runs `f` on the indexer behind a live handle.
+    fn with_indexer<R>(ix: *mut kvidx_indexer, f: impl FnOnce(&Indexer) -> R) -> R {
+        // SAFETY: `ix` is a live handle from `kvidx_new`.
+        let handle = unsafe { handle::borrow(ix as *const kvidx_indexer) }.unwrap();
+        handle.run_nested(f).expect("not poisoned")
+    }
 
     const ANNOTATED: &[u8] = include_bytes!("../tests/fixtures/engine/vllm_annotated_0_33.msgpack");
     const TRT: &[u8] = include_bytes!("../tests/fixtures/engine/trtllm_map.msgpack");
@@ -381,18 +512,16 @@ mod tests {
 
     fn depth(ix: *mut kvidx_indexer, worker_id: u64) -> u32 {
         let query = hash_tokens(&(1..=12).collect::<Vec<u32>>(), 4);
-        // SAFETY: `ix` is a live handle from `kvidx_new`.
-        let ix = unsafe { &*ix };
-        ix.indexer
-            .find_matches(&query)
-            .iter()
-            .find(|m| m.worker_id == worker_id)
-            .map_or(0, |m| m.depth)
+        with_indexer(ix, |ix| {
+            ix.find_matches(&query)
+                .iter()
+                .find(|m| m.worker_id == worker_id)
+                .map_or(0, |m| m.depth)
+        })
     }
 
     fn index_stats(ix: *mut kvidx_indexer) -> kvidx_core::Stats {
-        // SAFETY: `ix` is a live handle from `kvidx_new`.
-        unsafe { &*ix }.indexer.stats()
+        with_indexer(ix, |ix| ix.stats())
     }
 
     #[test]
@@ -603,6 +732,192 @@ mod tests {
             );
             kvidx_engine_feed_free(feed);
             kvidx_engine_feed_free(std::ptr::null_mut());
+            kvidx_free(ix);
+        }
+    }
+
+    fn new_feed(flags: u32) -> *mut kvidx_engine_feed {
+        let mut feed = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let status = unsafe { kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, flags, &mut feed) };
+        assert_eq!(status, kvidx_status::KVIDX_OK);
+        feed
+    }
+
+    /// Applies the TRT fixture through `feed` for `(worker, rank)` with sequence `seq`.
+    fn send(
+        feed: *mut kvidx_engine_feed,
+        ix: *mut kvidx_indexer,
+        worker: u64,
+        rank: u32,
+        seq: u64,
+    ) -> (kvidx_status, kvidx_engine_batch_result) {
+        let frame = seq.to_be_bytes();
+        let mut out = kvidx_engine_batch_result::default();
+        // SAFETY: live handles, readable frame and payload, writable `out`.
+        let status = unsafe {
+            kvidx_engine_feed_apply(
+                feed,
+                ix,
+                worker,
+                rank,
+                frame.as_ptr(),
+                8,
+                TRT.as_ptr(),
+                TRT.len(),
+                &mut out,
+            )
+        };
+        (status, out)
+    }
+
+    fn publishers(feed: *mut kvidx_engine_feed) -> u64 {
+        let mut n = u64::MAX;
+        // SAFETY: a live feed, a writable `n`.
+        let status = unsafe { kvidx_engine_feed_publishers(feed, &mut n) };
+        assert_eq!(status, kvidx_status::KVIDX_OK);
+        n
+    }
+
+    #[test]
+    fn feed_state_is_forgotten_on_request_and_with_the_worker() {
+        let ix = sync_indexer();
+        let feed = new_feed(0);
+        for (worker, rank) in [(1, 0), (1, 1), (2, 0)] {
+            assert_eq!(send(feed, ix, worker, rank, 0).0, kvidx_status::KVIDX_OK);
+        }
+        assert_eq!(publishers(feed), 3);
+        // SAFETY: live handles and valid out-pointers throughout; freed once at the end.
+        unsafe {
+            let mut known = 9u8;
+            assert_eq!(
+                kvidx_engine_feed_forget(feed, 2, 0, &mut known),
+                kvidx_status::KVIDX_OK
+            );
+            assert_eq!((known, publishers(feed)), (1, 2));
+            assert_eq!(
+                kvidx_engine_feed_forget(feed, 2, 0, &mut known),
+                kvidx_status::KVIDX_OK
+            );
+            assert_eq!(known, 0, "forgetting an unknown publisher is a no-op");
+            assert_eq!(
+                kvidx_engine_feed_forget(feed, 2, 0, std::ptr::null_mut()),
+                kvidx_status::KVIDX_OK
+            );
+            // A forgotten publisher starts over: FIRST, not a restart or gap.
+            let (status, out) = send(feed, ix, 2, 0, 7);
+            assert_eq!(
+                (status, out.seq_status),
+                (kvidx_status::KVIDX_OK, KVIDX_SEQ_FIRST)
+            );
+            // Removing worker 1 through the feed drops both ranks here and in the index.
+            assert_eq!(
+                kvidx_engine_feed_remove_worker(feed, ix, 1),
+                kvidx_status::KVIDX_OK
+            );
+            assert_eq!(publishers(feed), 1);
+            assert_eq!(index_stats(ix).workers, 1);
+            assert_eq!(
+                kvidx_engine_feed_remove_worker_dp_rank(feed, ix, 2, 0),
+                kvidx_status::KVIDX_OK
+            );
+            assert_eq!((publishers(feed), index_stats(ix).workers), (0, 0));
+            // NULL arguments.
+            assert_eq!(
+                kvidx_engine_feed_remove_worker(feed, std::ptr::null(), 1),
+                kvidx_status::KVIDX_ERR_NULL_POINTER
+            );
+            assert_eq!(
+                kvidx_engine_feed_forget(std::ptr::null(), 1, 0, &mut known),
+                kvidx_status::KVIDX_ERR_NULL_POINTER
+            );
+            assert_eq!(
+                kvidx_engine_feed_publishers(feed, std::ptr::null_mut()),
+                kvidx_status::KVIDX_ERR_NULL_POINTER
+            );
+            kvidx_engine_feed_free(feed);
+            kvidx_free(ix);
+        }
+    }
+
+    #[test]
+    fn payloads_above_the_maximum_are_too_large_and_apply_nothing() {
+        let ix = sync_indexer();
+        let feed = new_feed(0);
+        let mut big = TRT.to_vec();
+        big.resize(KVIDX_ENGINE_MAX_PAYLOAD + 1, 0);
+        let mut out = kvidx_engine_batch_result::default();
+        // SAFETY: live handles, readable payload, writable `out`; freed once at the end.
+        unsafe {
+            assert_eq!(
+                kvidx_apply_engine_batch(ix, 0, 1, 0, big.as_ptr(), big.len(), &mut out),
+                kvidx_status::KVIDX_ERR_TOO_LARGE
+            );
+            assert_eq!(
+                kvidx_engine_feed_apply(
+                    feed,
+                    ix,
+                    1,
+                    0,
+                    std::ptr::null(),
+                    0,
+                    big.as_ptr(),
+                    big.len(),
+                    &mut out
+                ),
+                kvidx_status::KVIDX_ERR_TOO_LARGE
+            );
+            let mut stats = kvidx_engine_stats::default();
+            assert_eq!(
+                kvidx_engine_feed_stats(feed, &mut stats),
+                kvidx_status::KVIDX_OK
+            );
+            assert_eq!((stats.batches, stats.batches_malformed), (0, 1));
+            assert_eq!(index_stats(ix).events_applied, 0);
+            // At the maximum itself the payload is read (and here malformed: trailing bytes).
+            big.truncate(KVIDX_ENGINE_MAX_PAYLOAD);
+            assert_eq!(
+                kvidx_apply_engine_batch(ix, 0, 1, 0, big.as_ptr(), big.len(), &mut out),
+                kvidx_status::KVIDX_ERR_MALFORMED
+            );
+            kvidx_engine_feed_free(feed);
+            kvidx_free(ix);
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_feed_poisons_the_feed_not_the_indexer() {
+        /// A function with the same boundary as the feed's, whose body panics.
+        unsafe fn panicking_feed_call(feed: *const kvidx_engine_feed) -> kvidx_status {
+            export!(handle feed, |_feed| { panic!("a deliberate panic inside a feed") })
+        }
+        let ix = sync_indexer();
+        let feed = new_feed(0);
+        assert_eq!(send(feed, ix, 1, 0, 0).0, kvidx_status::KVIDX_OK);
+        // SAFETY: live handles; freed once at the end.
+        unsafe {
+            assert_eq!(panicking_feed_call(feed), kvidx_status::KVIDX_ERR_PANIC);
+            assert_eq!(send(feed, ix, 1, 0, 1).0, kvidx_status::KVIDX_ERR_POISONED);
+            let mut stats = kvidx_engine_stats::default();
+            assert_eq!(
+                kvidx_engine_feed_stats(feed, &mut stats),
+                kvidx_status::KVIDX_ERR_POISONED
+            );
+            // The indexer is untouched and usable, also by a new feed.
+            assert_eq!(depth(ix, 1), 0);
+            assert_eq!(crate::kvidx_flush(ix), kvidx_status::KVIDX_OK);
+            let other = new_feed(0);
+            assert_eq!(send(other, ix, 2, 0, 0).0, kvidx_status::KVIDX_OK);
+            // A poisoned indexer refuses feed calls before the payload is read.
+            assert_eq!(crate::kvidx_debug_panic(ix), kvidx_status::KVIDX_ERR_PANIC);
+            assert_eq!(send(other, ix, 2, 0, 1).0, kvidx_status::KVIDX_ERR_POISONED);
+            assert_eq!(
+                kvidx_engine_feed_remove_worker(other, ix, 2),
+                kvidx_status::KVIDX_ERR_POISONED
+            );
+            assert_eq!(publishers(other), 1, "the feed itself is still healthy");
+            kvidx_engine_feed_free(feed);
+            kvidx_engine_feed_free(other);
             kvidx_free(ix);
         }
     }

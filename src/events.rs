@@ -2,8 +2,8 @@
 
 use super::args;
 use super::boundary::export;
-use super::convert;
-use super::types::{kvidx_event, kvidx_indexer, kvidx_status};
+use super::c_convert;
+use super::c_types::{kvidx_event, kvidx_indexer, kvidx_status};
 use kvidx_core::Worker;
 
 /// Applies one event (synchronous mode) or checks its shape, copies it and queues it behind
@@ -20,15 +20,15 @@ use kvidx_core::Worker;
 /// whose arrays are readable for their lengths. Nothing is kept after the call returns.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_apply_event(
-    indexer: *mut kvidx_indexer,
+    indexer: *const kvidx_indexer,
     event: *const kvidx_event,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
         args::required(event)?;
         // SAFETY: non-NULL and aligned (checked); the caller guarantees a readable event whose
         // arrays are readable for their lengths.
-        let event = unsafe { convert::event(&*event) }?;
-        ix.apply_event(event).map_err(convert::status_of)
+        let event = unsafe { c_convert::event(&*event) }?;
+        ix.apply_event(event).map_err(c_convert::status_of)
     })
 }
 
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn kvidx_apply_event(
 /// arrays are readable for their lengths.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_apply_events(
-    indexer: *mut kvidx_indexer,
+    indexer: *const kvidx_indexer,
     events: *const kvidx_event,
     n: usize,
 ) -> kvidx_status {
@@ -54,9 +54,9 @@ pub unsafe extern "C" fn kvidx_apply_events(
         let events = events
             .iter()
             // SAFETY: the caller guarantees each event's arrays are readable for their lengths.
-            .map(|event| unsafe { convert::event(event) })
+            .map(|event| unsafe { c_convert::event(event) })
             .collect::<Result<Vec<_>, _>>()?;
-        ix.apply_events(events).map_err(convert::status_of)
+        ix.apply_events(events).map_err(c_convert::status_of)
     })
 }
 
@@ -68,11 +68,11 @@ pub unsafe extern "C" fn kvidx_apply_events(
 /// `indexer` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_remove_worker(
-    indexer: *mut kvidx_indexer,
+    indexer: *const kvidx_indexer,
     worker_id: u64,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        ix.remove_worker(worker_id).map_err(convert::status_of)
+        ix.remove_worker(worker_id).map_err(c_convert::status_of)
     })
 }
 
@@ -83,13 +83,13 @@ pub unsafe extern "C" fn kvidx_remove_worker(
 /// `indexer` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_remove_worker_dp_rank(
-    indexer: *mut kvidx_indexer,
+    indexer: *const kvidx_indexer,
     worker_id: u64,
     dp_rank: u32,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
         ix.remove_worker_dp_rank(Worker::new(worker_id, dp_rank))
-            .map_err(convert::status_of)
+            .map_err(c_convert::status_of)
     })
 }
 
@@ -99,6 +99,6 @@ pub unsafe extern "C" fn kvidx_remove_worker_dp_rank(
 /// # Safety
 /// `indexer` is NULL or a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn kvidx_flush(indexer: *mut kvidx_indexer) -> kvidx_status {
-    export!(handle indexer, |ix| { ix.flush().map_err(convert::status_of) })
+pub unsafe extern "C" fn kvidx_flush(indexer: *const kvidx_indexer) -> kvidx_status {
+    export!(handle indexer, |ix| { ix.flush().map_err(c_convert::status_of) })
 }

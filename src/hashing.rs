@@ -2,8 +2,8 @@
 
 use super::args;
 use super::boundary::export;
-use super::types::kvidx_status;
-use kvidx_core::hashing::{local_hash, next_seq_hash, HASH_SEED};
+use super::c_types::kvidx_status;
+use kvidx_core::hashing::{local_hash, next_in_chain};
 
 /// Computes the local hash of every full block of `block_size` tokens (XXH3-64, seed 1337,
 /// over the tokens as little-endian bytes); trailing tokens that do not fill a block are
@@ -69,18 +69,16 @@ pub unsafe extern "C" fn kvidx_seq_hashes(
     export!(status, {
         args::check_array(local_hashes, n)?;
         args::check_array(out, n)?;
-        let mut prev = 0u64;
+        let mut prev = None;
         for i in 0..n {
             // SAFETY: `i < n`; both arrays are non-NULL, aligned and valid for `n` entries.
-            // Entry `i` is read before it is written, so `out == local_hashes` works in place.
+            // Entry `i` is read before it is written, so `out == local_hashes` works in place
+            // (which is why this reads and writes pointers instead of building slices).
             let local = unsafe { local_hashes.add(i).read() };
-            prev = if i == 0 {
-                local
-            } else {
-                next_seq_hash(prev, local, HASH_SEED)
-            };
+            let seq = next_in_chain(prev, local);
             // SAFETY: as above.
-            unsafe { out.add(i).write(prev) };
+            unsafe { out.add(i).write(seq) };
+            prev = Some(seq);
         }
         Ok(())
     })

@@ -5,15 +5,18 @@
 //! `KVIDX_ERR_POISONED` on that handle) so no unwinding ever crosses into C. Values from C
 //! (`kind`, `backend`, `has_parent`, pointers and lengths) are validated before use.
 //!
-//! Files: [`types`] (the C structs and enums), [`boundary`] (the export macro), `args`
-//! (pointer checks), `convert` (C <-> Rust), and one file per group of functions.
+//! Files: [`c_types`] (the C structs, enums and opaque handle types), [`handle`] (the one
+//! generic handle behind every opaque type), [`boundary`] (the export macro), `args` (pointer
+//! checks), `c_convert` (C values <-> the core's Rust API), and one file per group of
+//! functions.
 
 #![allow(non_camel_case_types)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod boundary;
-pub mod types;
+pub mod c_types;
+pub mod handle;
 
 // Declared in the order the header lists their functions.
 mod lifecycle;
@@ -29,23 +32,34 @@ mod info;
 mod engine;
 
 mod args;
-mod convert;
+mod c_convert;
 
 /// The version of the C ABI this library implements; the header defines the same macro.
 pub const KVIDX_ABI_VERSION: u32 = 1;
 
+pub use c_types::{
+    kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
+    kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
+    kvidx_seq_status, kvidx_stats, kvidx_status,
+};
+pub use engine::{
+    kvidx_apply_engine_batch, kvidx_engine_batch_result, kvidx_engine_feed_apply,
+    kvidx_engine_feed_forget, kvidx_engine_feed_free, kvidx_engine_feed_new,
+    kvidx_engine_feed_publishers, kvidx_engine_feed_remove_worker,
+    kvidx_engine_feed_remove_worker_dp_rank, kvidx_engine_feed_stats, kvidx_engine_stats,
+    KVIDX_DP_RANK_FROM_BATCH, KVIDX_ENGINE_MAX_PAYLOAD,
+};
 pub use events::{
     kvidx_apply_event, kvidx_apply_events, kvidx_flush, kvidx_remove_worker,
     kvidx_remove_worker_dp_rank,
 };
 pub use hashing::{kvidx_hash_tokens, kvidx_seq_hashes};
 pub use info::{kvidx_abi_version, kvidx_status_str, kvidx_version};
-pub use lifecycle::{kvidx_config_default, kvidx_debug_panic, kvidx_free, kvidx_new};
-pub use queries::{kvidx_find_matches, kvidx_get_stats};
-pub use types::{
-    kvidx_backend, kvidx_block, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_indexer,
-    kvidx_match, kvidx_stats, kvidx_status,
+pub use lifecycle::{
+    kvidx_config_default, kvidx_debug_panic, kvidx_free, kvidx_new, kvidx_new_with_limits,
+    kvidx_queue_limits_default,
 };
+pub use queries::{kvidx_find_matches, kvidx_get_stats};
 
 #[cfg(test)]
 mod tests;

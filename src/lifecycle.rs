@@ -1,17 +1,18 @@
 //! Creating and releasing indexers, and the test hook that panics inside the boundary.
 
-use std::sync::atomic::AtomicBool;
-
 use super::args;
 use super::boundary::export;
-use super::convert;
-use super::types::{kvidx_config, kvidx_indexer, kvidx_status};
+use super::c_convert;
+use super::c_types::{kvidx_config, kvidx_indexer, kvidx_queue_limits, kvidx_status};
+use super::handle;
 use kvidx_core::Indexer;
 
 /// Returns the default configuration: positional backend, 1 event thread, default jump size.
 #[no_mangle]
 pub extern "C" fn kvidx_config_default() -> kvidx_config {
-    export!(value, convert::DEFAULT_CONFIG, { convert::DEFAULT_CONFIG })
+    export!(value, c_convert::DEFAULT_CONFIG, {
+        c_convert::DEFAULT_CONFIG
+    })
 }
 
 /// Creates an indexer and stores its handle in `*out`.
@@ -30,26 +31,56 @@ pub unsafe extern "C" fn kvidx_new(
 ) -> kvidx_status {
     export!(status, {
         args::required(out)?;
-        let settings = if config.is_null() {
-            convert::DEFAULT_CONFIG
-        } else {
-            args::required(config)?;
-            // SAFETY: non-NULL and aligned (checked); the caller guarantees it is readable.
-            unsafe { config.read() }
-        };
-        let indexer = Indexer::new(convert::config(&settings)?).map_err(convert::status_of)?;
-        let handle = Box::into_raw(Box::new(kvidx_indexer {
-            poisoned: AtomicBool::new(false),
-            indexer,
-        }));
+        // SAFETY: the caller guarantees `config` is NULL or readable.
+        let settings = unsafe { args::optional(config) }?.unwrap_or(c_convert::DEFAULT_CONFIG);
+        let config = c_convert::config(&settings, &c_convert::DEFAULT_LIMITS)?;
+        let indexer = Indexer::new(config).map_err(c_convert::status_of)?;
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(handle) };
+        unsafe { handle::create(indexer, out) };
         Ok(())
     })
 }
 
-/// Releases an indexer: applies every event already accepted, joins the event threads and
-/// frees the handle. NULL is a no-op; a poisoned handle is freed too.
+/// Returns the default queue limits: `{0, 0}`, the library's defaults (4096 events and
+/// 32 MiB of queued work per event thread).
+#[no_mangle]
+pub extern "C" fn kvidx_queue_limits_default() -> kvidx_queue_limits {
+    export!(value, c_convert::DEFAULT_LIMITS, {
+        c_convert::DEFAULT_LIMITS
+    })
+}
+
+/// Like `kvidx_new`, with queue limits for the event threads. `config` and `limits` may each
+/// be NULL for their defaults; `limits` is ignored when `event_threads == 0`.
+///
+/// Returns `KVIDX_ERR_INVALID_ARGUMENT` for any setting out of range (`queue_capacity` above
+/// 1048576, a `queue_bytes` the library cannot represent or accept, and everything `kvidx_new`
+/// checks), never aborting; otherwise as `kvidx_new`. `*out` is written only on success.
+///
+/// # Safety
+/// `config` is NULL or readable, `limits` is NULL or readable, `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_new_with_limits(
+    config: *const kvidx_config,
+    limits: *const kvidx_queue_limits,
+    out: *mut *mut kvidx_indexer,
+) -> kvidx_status {
+    export!(status, {
+        args::required(out)?;
+        // SAFETY: the caller guarantees `config` is NULL or readable.
+        let settings = unsafe { args::optional(config) }?.unwrap_or(c_convert::DEFAULT_CONFIG);
+        // SAFETY: the caller guarantees `limits` is NULL or readable.
+        let limits = unsafe { args::optional(limits) }?.unwrap_or(c_convert::DEFAULT_LIMITS);
+        let config = c_convert::config(&settings, &limits)?;
+        let indexer = Indexer::new(config).map_err(c_convert::status_of)?;
+        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+        unsafe { handle::create(indexer, out) };
+        Ok(())
+    })
+}
+
+/// Releases an indexer (from `kvidx_new` or `kvidx_new_with_limits`): applies every event
+/// already accepted, joins the event threads and frees the handle. NULL is a no-op; a poisoned handle is freed too.
 ///
 /// Must not overlap any other call on the same handle; the handle is invalid afterwards.
 ///
@@ -57,13 +88,7 @@ pub unsafe extern "C" fn kvidx_new(
 /// `indexer` is NULL or a handle from `kvidx_new` not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn kvidx_free(indexer: *mut kvidx_indexer) {
-    export!(value, (), {
-        if !indexer.is_null() {
-            // SAFETY: the caller guarantees the handle came from `Box::into_raw` in `kvidx_new`,
-            // is not freed yet, and that no other call is using it.
-            drop(unsafe { Box::from_raw(indexer) });
-        }
-    })
+    export!(free indexer)
 }
 
 /// Test hook: panics inside the boundary on purpose. Returns `KVIDX_ERR_PANIC` and poisons the
@@ -75,7 +100,7 @@ pub unsafe extern "C" fn kvidx_free(indexer: *mut kvidx_indexer) {
 /// # Safety
 /// `indexer` is NULL or a live handle from `kvidx_new`.
 #[no_mangle]
-pub unsafe extern "C" fn kvidx_debug_panic(indexer: *mut kvidx_indexer) -> kvidx_status {
+pub unsafe extern "C" fn kvidx_debug_panic(indexer: *const kvidx_indexer) -> kvidx_status {
     export!(handle indexer, |_ix| {
         panic!("kvidx_debug_panic: a deliberate panic inside the C boundary")
     })

@@ -4,8 +4,8 @@ use std::cell::RefCell;
 
 use super::args;
 use super::boundary::export;
-use super::convert;
-use super::types::{kvidx_indexer, kvidx_match, kvidx_stats, kvidx_status};
+use super::c_convert;
+use super::c_types::{kvidx_indexer, kvidx_match, kvidx_stats, kvidx_status};
 use kvidx_core::scratch::with_scratch;
 use kvidx_core::Match;
 
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn kvidx_get_stats(
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
         args::required(out)?;
-        let stats = convert::stats(ix.stats());
+        let stats = c_convert::stats(ix.stats());
         // SAFETY: `out` is non-NULL and aligned (checked) and writable (caller).
         unsafe { out.write(stats) };
         Ok(())

@@ -25,7 +25,8 @@ fn sources() -> Vec<(String, String)> {
     files
 }
 
-/// The functions of docs/contract.md section 2 plus the test hook; other files may add more.
+/// The functions of docs/contract.md section 2, the test hook and the additions since;
+/// other files may add more.
 const CONTRACT_FUNCTIONS: &[&str] = &[
     "kvidx_abi_version",
     "kvidx_apply_event",
@@ -43,7 +44,35 @@ const CONTRACT_FUNCTIONS: &[&str] = &[
     "kvidx_seq_hashes",
     "kvidx_status_str",
     "kvidx_version",
+    "kvidx_new_with_limits",
+    "kvidx_queue_limits_default",
+    "kvidx_apply_engine_batch",
+    "kvidx_engine_feed_new",
+    "kvidx_engine_feed_free",
+    "kvidx_engine_feed_apply",
+    "kvidx_engine_feed_stats",
+    "kvidx_engine_feed_forget",
+    "kvidx_engine_feed_remove_worker",
+    "kvidx_engine_feed_remove_worker_dp_rank",
+    "kvidx_engine_feed_publishers",
 ];
+
+#[test]
+fn only_free_functions_take_a_mutable_handle() {
+    // Every handle parameter is const (callable concurrently) except the free functions'.
+    let header = include_str!("../include/kvidx.h");
+    for handle in ["struct kvidx_indexer *", "struct kvidx_engine_feed *"] {
+        for (at, _) in header.match_indices(handle) {
+            let line_start = header[..at].rfind('\n').map_or(0, |i| i + 1);
+            let line =
+                &header[line_start..header[at..].find('\n').map_or(header.len(), |i| at + i)];
+            let is_const = header[..at].ends_with("const ");
+            let is_out = header[at + handle.len()..].starts_with('*');
+            let is_free = line.contains("kvidx_free(") || line.contains("kvidx_engine_feed_free(");
+            assert!(is_const || is_out || is_free, "non-const handle: {line}");
+        }
+    }
+}
 
 #[test]
 fn every_exported_function_body_is_one_export_invocation() {
@@ -230,18 +259,18 @@ fn seq_hashes_in_place_match_the_hashing_contract() {
 fn rust_errors_map_to_their_status_codes() {
     use kvidx_core::Error;
     assert_eq!(
-        convert::status_of(Error::InvalidArgument("x")),
+        c_convert::status_of(Error::InvalidArgument("x")),
         kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
     );
     assert_eq!(
-        convert::status_of(Error::ParentNotFound),
+        c_convert::status_of(Error::ParentNotFound),
         kvidx_status::KVIDX_ERR_PARENT_NOT_FOUND
     );
     assert_eq!(
-        convert::status_of(Error::ShutDown),
+        c_convert::status_of(Error::ShutDown),
         kvidx_status::KVIDX_ERR_SHUT_DOWN
     );
-    for code in 0..=8u32 {
+    for code in 0..=9u32 {
         // SAFETY: kvidx_status_str returns a static NUL-terminated string.
         let text = unsafe { std::ffi::CStr::from_ptr(kvidx_status_str(code)) };
         assert!(text.to_str().unwrap().starts_with("KVIDX_"), "{code}");
@@ -253,5 +282,92 @@ fn rust_errors_map_to_their_status_codes() {
             .unwrap()
     };
     assert!(text(kvidx_status::KVIDX_ERR_MALFORMED as u32).starts_with("KVIDX_ERR_MALFORMED:"));
-    assert_eq!(text(9), "unknown kvidx status code");
+    assert!(text(kvidx_status::KVIDX_ERR_TOO_LARGE as u32).starts_with("KVIDX_ERR_TOO_LARGE:"));
+    assert_eq!(text(10), "unknown kvidx status code");
+    assert_eq!(text(u32::MAX), "unknown kvidx status code");
+}
+
+#[test]
+fn status_texts_come_from_one_list_covering_every_value_once() {
+    // The list names every status once, values 0..N without holes, each text "NAME: ...".
+    let all = kvidx_status::ALL;
+    for (i, status) in all.iter().enumerate() {
+        assert_eq!(*status as u32, i as u32, "{status:?}");
+        let text = status.text().to_str().unwrap();
+        assert!(text.starts_with(&format!("{status:?}: ")), "{text}");
+        assert!(text.len() > format!("{status:?}: ").len(), "{text}");
+    }
+    assert_eq!(all.last(), Some(&kvidx_status::KVIDX_ERR_TOO_LARGE));
+}
+
+#[test]
+fn queue_limits_are_validated_never_aborting() {
+    let config = kvidx_config {
+        event_threads: 2,
+        ..kvidx_config_default()
+    };
+    let default = kvidx_queue_limits_default();
+    assert_eq!((default.queue_capacity, default.queue_bytes), (0, 0));
+    let bad = [(1u64 << 31, 0u64), (u64::MAX, 0), (1 << 20 | 1, 0)];
+    // SAFETY: valid pointers throughout; the handles created are freed once.
+    unsafe {
+        for (queue_capacity, queue_bytes) in bad {
+            let limits = kvidx_queue_limits {
+                queue_capacity,
+                queue_bytes,
+            };
+            let mut handle = ptr::null_mut();
+            assert_eq!(
+                kvidx_new_with_limits(&config, &limits, &mut handle),
+                kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
+                "{queue_capacity} {queue_bytes}"
+            );
+            assert!(handle.is_null(), "out written only on success");
+        }
+        let mut handle = ptr::null_mut();
+        assert_eq!(
+            kvidx_new_with_limits(ptr::null(), ptr::null(), ptr::null_mut()),
+            kvidx_status::KVIDX_ERR_NULL_POINTER
+        );
+        let bad_threads = kvidx_config {
+            event_threads: 1025,
+            ..config
+        };
+        assert_eq!(
+            kvidx_new_with_limits(&bad_threads, ptr::null(), &mut handle),
+            kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+        );
+        // A tiny budget still accepts events (one at a time) and applies all of them.
+        let limits = kvidx_queue_limits {
+            queue_capacity: 1,
+            queue_bytes: 1,
+        };
+        assert_eq!(
+            kvidx_new_with_limits(&config, &limits, &mut handle),
+            kvidx_status::KVIDX_OK
+        );
+        let blocks = [kvidx_block {
+            local_hash: 3,
+            seq_hash: 30,
+        }];
+        for worker in 0..50 {
+            let event = stored(worker, &blocks);
+            assert_eq!(kvidx_apply_event(handle, &event), kvidx_status::KVIDX_OK);
+        }
+        assert_eq!(kvidx_flush(handle), kvidx_status::KVIDX_OK);
+        let mut stats = std::mem::MaybeUninit::<kvidx_stats>::uninit();
+        assert_eq!(
+            kvidx_get_stats(handle, stats.as_mut_ptr()),
+            kvidx_status::KVIDX_OK
+        );
+        assert_eq!(stats.assume_init().workers, 50);
+        kvidx_free(handle);
+        // NULL limits: the defaults.
+        let mut handle = ptr::null_mut();
+        assert_eq!(
+            kvidx_new_with_limits(&config, ptr::null(), &mut handle),
+            kvidx_status::KVIDX_OK
+        );
+        kvidx_free(handle);
+    }
 }

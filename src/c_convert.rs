@@ -1,8 +1,10 @@
-//! Conversions between the C types and the Rust API, validating everything C sends.
+//! Conversions between the C types (`c_types`) and the core's Rust API, validating
+//! everything C sends.
 
 use super::args;
-use super::types::{
-    kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_stats, kvidx_status,
+use super::c_types::{
+    kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_queue_limits, kvidx_stats,
+    kvidx_status,
 };
 use kvidx_core::{BackendKind, Block, Config, Error, Event, Stats, Worker};
 
@@ -22,21 +24,33 @@ pub(crate) const DEFAULT_CONFIG: kvidx_config = kvidx_config {
     jump_size: 0,
 };
 
-/// The Rust configuration of a C one; an unknown backend is `KVIDX_ERR_INVALID_ARGUMENT`.
-/// (Ranges of the numbers are checked by `Indexer::new`.)
-pub(crate) fn config(c: &kvidx_config) -> Result<Config, kvidx_status> {
+/// The queue limits `kvidx_queue_limits_default()` returns: the library's defaults.
+pub(crate) const DEFAULT_LIMITS: kvidx_queue_limits = kvidx_queue_limits {
+    queue_capacity: 0,
+    queue_bytes: 0,
+};
+
+/// The Rust configuration of a C one, validated (`Config::validate`): an unknown backend or
+/// any number out of range is `KVIDX_ERR_INVALID_ARGUMENT`.
+pub(crate) fn config(
+    c: &kvidx_config,
+    limits: &kvidx_queue_limits,
+) -> Result<Config, kvidx_status> {
+    let size = |v: u64| usize::try_from(v).map_err(|_| kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
     let backend = match c.backend {
         b if b == kvidx_backend::KVIDX_BACKEND_POSITIONAL as u32 => BackendKind::Positional,
         b if b == kvidx_backend::KVIDX_BACKEND_RADIX as u32 => BackendKind::Radix,
         _ => return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
     };
-    Ok(Config {
+    let config = Config {
         backend,
-        event_threads: c.event_threads as usize,
-        jump_size: c.jump_size as usize,
-        queue_capacity: 0,
-        queue_bytes: 0,
-    })
+        event_threads: size(c.event_threads.into())?,
+        jump_size: size(c.jump_size.into())?,
+        queue_capacity: size(limits.queue_capacity)?,
+        queue_bytes: size(limits.queue_bytes)?,
+    };
+    config.validate().map_err(status_of)?;
+    Ok(config)
 }
 
 /// A Rust event copied out of a C one, after checking its shape.

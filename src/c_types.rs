@@ -3,9 +3,13 @@
 //! Values that arrive from C (`kind`, `backend`, `has_parent`) are plain integers here, never
 //! Rust enums, so that any bit pattern a caller passes is a valid value to validate.
 
-use std::sync::atomic::AtomicBool;
+use std::ffi::CStr;
+use std::sync::Mutex;
 
+use kvidx_core::engine::EngineFeed;
 use kvidx_core::Indexer;
+
+use super::handle::{Handle, Opaque};
 
 /// The result of every fallible function. Values are never renumbered or reused.
 #[repr(C)]
@@ -33,6 +37,51 @@ pub enum kvidx_status {
     /// format (not msgpack, truncated, trailing bytes, a bad envelope, event or field type);
     /// nothing was applied.
     KVIDX_ERR_MALFORMED = 8,
+    /// Engine ingestion only: the payload is larger than `KVIDX_ENGINE_MAX_PAYLOAD`; nothing
+    /// was read or applied.
+    KVIDX_ERR_TOO_LARGE = 9,
+}
+
+/// Defines, from one list, every status's text (`"NAME: description"`) and the list of all
+/// statuses; the `match` is exhaustive, so a new status does not compile without its text.
+macro_rules! status_texts {
+    ($($name:ident: $text:literal,)*) => {
+        impl kvidx_status {
+            /// Every status, in the order of the list.
+            pub(crate) const ALL: &'static [kvidx_status] = &[$(kvidx_status::$name,)*];
+
+            /// The status's static text, `"NAME: description"`.
+            pub(crate) fn text(self) -> &'static CStr {
+                match self {
+                    $(kvidx_status::$name => const_cstr(
+                        concat!(stringify!($name), ": ", $text, "\0"),
+                    ),)*
+                }
+            }
+        }
+    };
+}
+
+/// A NUL-terminated literal as a `CStr` (checked at compile time where it is used in a const,
+/// and by the status-text unit test).
+const fn const_cstr(text: &'static str) -> &'static CStr {
+    match CStr::from_bytes_with_nul(text.as_bytes()) {
+        Ok(text) => text,
+        Err(_) => c"kvidx: a status text contains a NUL byte",
+    }
+}
+
+status_texts! {
+    KVIDX_OK: "success",
+    KVIDX_ERR_NULL_POINTER: "a required pointer was NULL",
+    KVIDX_ERR_INVALID_ARGUMENT: "a bad enum value, config value or inconsistent fields",
+    KVIDX_ERR_BUFFER_TOO_SMALL: "*out_len holds the count needed",
+    KVIDX_ERR_PARENT_NOT_FOUND: "the worker does not hold the parent block",
+    KVIDX_ERR_SHUT_DOWN: "the indexer's event threads are gone",
+    KVIDX_ERR_PANIC: "an internal bug was caught at the boundary",
+    KVIDX_ERR_POISONED: "a panic happened earlier on this handle; free it",
+    KVIDX_ERR_MALFORMED: "the payload is not a valid engine event batch; nothing was applied",
+    KVIDX_ERR_TOO_LARGE: "the payload is larger than KVIDX_ENGINE_MAX_PAYLOAD; nothing was applied",
 }
 
 /// The index structures an indexer can use (values of `kvidx_config.backend`).
@@ -46,6 +95,7 @@ pub enum kvidx_backend {
 }
 
 /// How to build an indexer. Start from `kvidx_config_default()` and change what you need.
+/// Queue limits are set with `kvidx_new_with_limits` (`kvidx_queue_limits`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct kvidx_config {
@@ -138,12 +188,92 @@ pub struct kvidx_stats {
     pub worker_blocks: u64,
 }
 
-/// The opaque handle C callers hold: an indexer plus its poison flag.
-pub struct kvidx_indexer {
-    /// Set when a panic was caught during a call on this handle.
-    pub(crate) poisoned: AtomicBool,
-    /// The Rust indexer behind the handle.
-    pub(crate) indexer: Indexer,
+/// Queue limits of an indexer with event threads (an addition to `kvidx_config`, whose
+/// layout is fixed). Start from `kvidx_queue_limits_default()`; pass to
+/// `kvidx_new_with_limits`. Ignored when `event_threads == 0`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct kvidx_queue_limits {
+    /// Events each event thread may have queued before apply calls block; 0 = the default
+    /// (4096); at most 1048576, more is `KVIDX_ERR_INVALID_ARGUMENT`.
+    pub queue_capacity: u64,
+    /// Bytes of queued work (events with their blocks and hashes) each event thread may
+    /// hold before apply calls block; 0 = the default (32 MiB). An event larger than the
+    /// budget is still accepted, alone in an otherwise empty queue. A value the library
+    /// cannot represent or accept is `KVIDX_ERR_INVALID_ARGUMENT`.
+    pub queue_bytes: u64,
+}
+
+/// The engine formats (values of the `format` argument of the engine functions).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum kvidx_engine_format {
+    /// vLLM, every generation (tagged arrays and tagged maps).
+    KVIDX_ENGINE_VLLM = 0,
+    /// SGLang (its own array positions; signed hashes).
+    KVIDX_ENGINE_SGLANG = 1,
+    /// TensorRT-LLM's vLLM-compatible ZMQ publisher.
+    KVIDX_ENGINE_TRTLLM = 2,
+}
+
+/// How a batch's sequence number related to its publisher's previous one (values of
+/// `kvidx_engine_batch_result.seq_status`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum kvidx_seq_status {
+    /// No sequence was given.
+    KVIDX_SEQ_UNTRACKED = 0,
+    /// The first batch seen from this publisher (or since it was forgotten).
+    KVIDX_SEQ_FIRST = 1,
+    /// The expected next batch.
+    KVIDX_SEQ_IN_ORDER = 2,
+    /// Batches `seq_expected ..` were missed (`batches_missed` of them).
+    KVIDX_SEQ_GAP = 3,
+    /// The sequence went backwards (the publisher restarted).
+    KVIDX_SEQ_RESTART = 4,
+}
+
+/// Flags of `kvidx_engine_feed_new` (bits, combined with `|`; pass the result as `uint32_t`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum kvidx_feed_flag {
+    /// Do not clear the worker after a gap (the caller replays the missing range).
+    KVIDX_FEED_NO_CLEAR_ON_GAP = 1,
+    /// Do not clear the worker when its publisher restarts.
+    KVIDX_FEED_NO_CLEAR_ON_RESTART = 2,
+    /// Index every medium (CPU, storage tiers...), not only the GPU cache.
+    KVIDX_FEED_ALL_MEDIA = 4,
+    /// Index every KV-cache group, not only group 0.
+    KVIDX_FEED_ALL_GROUPS = 8,
+    /// Index stores whose engine hashes include extra keys by their tokens alone.
+    KVIDX_FEED_HASH_TOKENS_ONLY = 16,
+}
+
+/// The opaque handle of an indexer (`kvidx_new`, `kvidx_free`).
+pub struct kvidx_indexer(Handle<Indexer>);
+
+/// An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`
+/// (`kvidx_engine_feed_new`, `kvidx_engine_feed_free`). Calls on one feed are serialised.
+pub struct kvidx_engine_feed(Handle<Mutex<EngineFeed>>);
+
+impl Opaque for kvidx_indexer {
+    type Value = Indexer;
+    fn wrap(handle: Handle<Indexer>) -> Self {
+        Self(handle)
+    }
+    fn handle(&self) -> &Handle<Indexer> {
+        &self.0
+    }
+}
+
+impl Opaque for kvidx_engine_feed {
+    type Value = Mutex<EngineFeed>;
+    fn wrap(handle: Handle<Mutex<EngineFeed>>) -> Self {
+        Self(handle)
+    }
+    fn handle(&self) -> &Handle<Mutex<EngineFeed>> {
+        &self.0
+    }
 }
 
 // The C structs that mirror Rust model types must keep the same layout, so that results can
