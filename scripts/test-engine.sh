@@ -107,11 +107,12 @@ cc -std=c11 -Wall -Wextra -Werror -Iinclude "$tmp/engine_abi.c" -L"$target/debug
 ln -s "$target/debug/libkvidx.so" "$tmp/libkvidx.so.0" # the SONAME the linker recorded
 LD_LIBRARY_PATH="$tmp" "$tmp/engine_abi" tests/fixtures/engine/vllm_annotated_0_33.msgpack
 
-echo "== engine: zmq subscriber example (build, clippy, fmt)"
+echo "== engine: zmq subscriber example (build, clippy, fmt, tests: replay limits, reconnects)"
 manifest=examples/zmq-subscriber/Cargo.toml
 cargo fmt --manifest-path "$manifest" -- --check
-cargo clippy -q --manifest-path "$manifest" --target-dir "$target" -- -D warnings
+cargo clippy -q --manifest-path "$manifest" --target-dir "$target" --all-targets -- -D warnings
 cargo build -q --manifest-path "$manifest" --target-dir "$target"
+cargo test -q --manifest-path "$manifest" --target-dir "$target" 2>&1 | grep -E '^test result|FAILED|panicked'
 subscriber="$target/debug/kvidx-zmq-subscriber"
 
 echo "== engine: end-to-end on loopback (with replay)"

@@ -7,9 +7,13 @@
 //! kvidx-zmq-subscriber --endpoint tcp://127.0.0.1:5557 --replay tcp://127.0.0.1:5558 \
 //!     [--endpoint ... --replay ...] [--worker-id 7] [--format vllm|sglang|trtllm] \
 //!     [--topic kv@] [--block-size 16] [--query NAME=FIRST-LAST ...] \
-//!     [--idle-ms 1000] [--max-seconds 60]
+//!     [--idle-ms 1000] [--max-seconds 60] [--connect-timeout-ms 2000] \
+//!     [--replay-max-batches 10000] [--replay-max-bytes 67108864] [--replay-timeout-ms 10000]
 //! ```
 //! The i-th `--endpoint` is DP rank i; `--replay -` means that rank has no replay socket.
+//! Endpoints that refuse, drop or garble the connection are connected to again until the
+//! end; a replay reply beyond the `--replay-max-*` limits or the timeout counts as a failed
+//! replay (the worker is cleared, as without replay).
 
 mod publisher;
 mod replay;
@@ -22,6 +26,7 @@ use kvidx::hashing::hash_tokens;
 use kvidx::{Config, Indexer, Worker};
 
 use publisher::{Report, Source, Timing};
+use replay::ReplayLimits;
 
 struct Options {
     endpoints: Vec<String>,
@@ -33,6 +38,8 @@ struct Options {
     queries: Vec<(String, u32, u32)>,
     idle: Duration,
     max: Duration,
+    connect_timeout: Duration,
+    replay_limits: ReplayLimits,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
@@ -46,6 +53,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
         queries: Vec::new(),
         idle: Duration::from_millis(1000),
         max: Duration::from_secs(60),
+        connect_timeout: Duration::from_secs(2),
+        replay_limits: ReplayLimits::default(),
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -77,6 +86,14 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
             }
             "--idle-ms" => o.idle = Duration::from_millis(num(value()?)?),
             "--max-seconds" => o.max = Duration::from_secs(num(value()?)?),
+            "--connect-timeout-ms" => {
+                o.connect_timeout = Duration::from_millis(num(value()?)?.max(1))
+            }
+            "--replay-max-batches" => o.replay_limits.max_batches = num(value()?)? as usize,
+            "--replay-max-bytes" => o.replay_limits.max_bytes = num(value()?)? as usize,
+            "--replay-timeout-ms" => {
+                o.replay_limits.total = Duration::from_millis(num(value()?)?.max(1))
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -97,6 +114,7 @@ fn report_json(source: &Source, r: &Report) -> String {
             "{{\"endpoint\":\"{}\",\"dp_rank\":{},\"batches\":{},\"malformed\":{},",
             "\"gaps\":{},\"missed\":{},\"restarts\":{},\"cleared\":{},\"gaps_detected\":{},\"replayed\":{},",
             "\"duplicates\":{},\"replay_failures\":{},\"bad_frames\":{},",
+            "\"connects\":{},\"connect_failures\":{},\"disconnects\":{},",
             "\"events_submitted\":{},\"events_rejected\":{},\"events_skipped\":{}}}"
         ),
         source.endpoint,
@@ -112,6 +130,9 @@ fn report_json(source: &Source, r: &Report) -> String {
         r.duplicates,
         r.replay_failures,
         r.bad_frames,
+        r.connects,
+        r.connect_failures,
+        r.disconnects,
         s.events_submitted,
         s.events_rejected,
         s.events_skipped,
@@ -139,6 +160,8 @@ async fn run(o: Options) -> i32 {
     let timing = Timing {
         idle: o.idle,
         deadline: Instant::now() + o.max,
+        connect_timeout: o.connect_timeout,
+        max_backoff: Duration::from_secs(2),
     };
     let sources: Vec<Source> = o
         .endpoints
@@ -160,6 +183,7 @@ async fn run(o: Options) -> i32 {
                 o.format,
                 Arc::clone(&indexer),
                 timing,
+                o.replay_limits,
             );
             tokio::spawn(fut)
         })

@@ -7,15 +7,18 @@
 //! - gap without replay, or a replay that no longer covers the range: the feed clears the
 //!   worker before applying (the index must not keep blocks whose removal may be lost);
 //! - restart (sequence going backwards): the feed clears the worker.
+//!
+//! Connections: the PUB endpoint is connected to again (50 ms backoff, doubling) after a
+//! failed connection or a lost one, the replay endpoint after a failed replay.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvidx::engine::{parse_seq_frame, EngineFeed, FeedConfig, Format, SeqStatus};
 use kvidx::{Indexer, Worker};
-use zeromq::{DealerSocket, Socket, SocketRecv, SubSocket};
+use zeromq::{DealerSocket, Socket, SocketOptions, SocketRecv, SubSocket};
 
-use crate::replay;
+use crate::replay::{self, ReplayLimits};
 
 /// Where one publisher is and who it is.
 #[derive(Debug, Clone)]
@@ -41,6 +44,12 @@ pub struct Report {
     pub duplicates: u64,
     /// Replay requests that failed (the feed then cleared the worker).
     pub replay_failures: u64,
+    /// Connections made to the PUB endpoint (the first one included).
+    pub connects: u64,
+    /// Attempts to connect to the PUB endpoint that failed (refused, not ZMTP, timed out).
+    pub connect_failures: u64,
+    /// Live connections lost (a receive error); each is followed by a new connection.
+    pub disconnects: u64,
     /// The feed's counters.
     pub stats: kvidx::engine::EngineStats,
 }
@@ -52,53 +61,99 @@ pub struct Timing {
     pub idle: Duration,
     /// Stop at this instant in any case.
     pub deadline: Instant,
+    /// Longest wait for one connection (TCP and ZMTP handshake) to an endpoint.
+    pub connect_timeout: Duration,
+    /// Longest wait between two attempts to connect (the wait doubles from 50 ms up to it).
+    pub max_backoff: Duration,
 }
 
-/// Subscribes and applies batches until idle or the deadline.
+/// Connects a SUB socket to `endpoint` and subscribes to `topic`, within `timeout`.
+async fn connect_sub(endpoint: &str, topic: &str, timeout: Duration) -> Result<SubSocket, String> {
+    let mut options = SocketOptions::default();
+    options.connect_timeout(timeout);
+    let mut sub = SubSocket::with_options(options);
+    tokio::time::timeout(timeout, sub.connect(endpoint))
+        .await
+        .map_err(|_| format!("{endpoint}: connect timed out"))?
+        .map_err(|e| format!("{endpoint}: {e}"))?;
+    sub.subscribe(topic).await.map_err(|e| e.to_string())?;
+    Ok(sub)
+}
+
+/// Connects a DEALER socket to a replay endpoint within `timeout`.
+async fn connect_dealer(endpoint: &str, timeout: Duration) -> Result<DealerSocket, String> {
+    let mut options = SocketOptions::default();
+    options.connect_timeout(timeout);
+    let mut dealer = DealerSocket::with_options(options);
+    tokio::time::timeout(timeout, dealer.connect(endpoint))
+        .await
+        .map_err(|_| format!("{endpoint}: connect timed out"))?
+        .map_err(|e| format!("{endpoint}: {e}"))?;
+    Ok(dealer)
+}
+
+/// Subscribes and applies batches until idle or the deadline. A PUB endpoint that refuses
+/// the connection, answers with something other than ZMTP (raw TCP junk) or drops the
+/// connection is connected to again, with a backoff, until the deadline; so is the replay
+/// endpoint, at the next gap, after a failed replay.
 pub async fn run(
     source: Source,
     topic: String,
     format: Format,
     indexer: Arc<Indexer>,
     timing: Timing,
+    replay_limits: ReplayLimits,
 ) -> Result<Report, String> {
-    let mut sub = SubSocket::new();
-    sub.connect(&source.endpoint)
-        .await
-        .map_err(|e| format!("{}: {e}", source.endpoint))?;
-    sub.subscribe(&topic).await.map_err(|e| e.to_string())?;
-    let mut dealer = match &source.replay {
-        Some(endpoint) => {
-            let mut d = DealerSocket::new();
-            d.connect(endpoint)
-                .await
-                .map_err(|e| format!("{endpoint}: {e}"))?;
-            Some(d)
-        }
-        None => None,
-    };
+    let mut sub: Option<SubSocket> = None;
+    let mut dealer: Option<DealerSocket> = None;
+    let mut backoff = INITIAL_BACKOFF;
     let mut feed = EngineFeed::new(FeedConfig::new(format));
     let worker = source.worker;
     let mut report = Report::default();
     // Live sequences in (lo, hi] were already applied from the replay socket.
     let mut covered: Option<(u64, u64)> = None;
-    let mut seen_any = false;
+    let mut last_message: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if now >= timing.deadline {
+        // Stop at the deadline, or after `idle` without a message once one was received.
+        let stop = match last_message {
+            Some(t) => timing.deadline.min(t + timing.idle),
+            None => timing.deadline,
+        };
+        if now >= stop {
             break;
         }
-        let wait = if seen_any {
-            timing.idle
-        } else {
-            timing.deadline - now
+        let Some(socket) = sub.as_mut() else {
+            match connect_sub(&source.endpoint, &topic, timing.connect_timeout).await {
+                Ok(s) => {
+                    sub = Some(s);
+                    report.connects += 1;
+                    backoff = INITIAL_BACKOFF;
+                }
+                Err(e) => {
+                    eprintln!("dp_rank {}: {e}; connecting again", worker.dp_rank);
+                    report.connect_failures += 1;
+                    let pause = backoff.min(stop.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(pause).await;
+                    backoff = (backoff * 2).min(timing.max_backoff);
+                }
+            }
+            continue;
         };
-        let message = match tokio::time::timeout(wait, sub.recv()).await {
+        let message = match tokio::time::timeout(stop - now, socket.recv()).await {
             Err(_) => break,
-            Ok(Err(e)) => return Err(format!("{}: {e}", source.endpoint)),
+            Ok(Err(e)) => {
+                eprintln!(
+                    "dp_rank {}: {}: {e}; connecting again",
+                    worker.dp_rank, source.endpoint
+                );
+                report.disconnects += 1;
+                sub = None; // dropping the socket ends its connections and tasks
+                continue;
+            }
             Ok(Ok(m)) => m,
         };
-        seen_any = true;
+        last_message = Some(Instant::now());
         let frames = message.into_vec();
         let seq = match frames.as_slice() {
             [_topic, seq, _payload] => parse_seq_frame(seq),
@@ -116,27 +171,38 @@ pub async fn run(
             covered = None;
         }
         let status = feed.tracker().check(&worker, seq);
-        if matches!(status, SeqStatus::Gap { .. }) && dealer.is_none() {
+        if let SeqStatus::Gap { expected, got } = status {
             report.gaps_detected += 1;
-        }
-        if let (SeqStatus::Gap { expected, got }, Some(d)) = (status, dealer.as_mut()) {
-            report.gaps_detected += 1;
-            match replay::fetch(d, expected, Duration::from_secs(2)).await {
-                Ok(batches) => {
-                    let mut last = None;
-                    for batch in batches.into_iter().filter(|b| b.seq >= expected) {
-                        apply(&mut feed, &indexer, worker, batch.seq, &batch.payload);
-                        report.replayed += 1;
-                        last = Some(batch.seq);
-                    }
-                    if let Some(last) = last.filter(|&last| last >= got) {
-                        covered = Some((got, last));
-                        continue;
+            if let Some(endpoint) = &source.replay {
+                if dealer.is_none() {
+                    match connect_dealer(endpoint, timing.connect_timeout).await {
+                        Ok(d) => dealer = Some(d),
+                        Err(e) => eprintln!("dp_rank {}: replay {e}", worker.dp_rank),
                     }
                 }
-                Err(e) => {
-                    eprintln!("dp_rank {}: {e}", worker.dp_rank);
-                    report.replay_failures += 1;
+                let fetched = match dealer.as_mut() {
+                    Some(d) => replay::fetch(d, expected, &replay_limits).await,
+                    None => Err("replay: not connected".to_string()),
+                };
+                match fetched {
+                    Ok(batches) => {
+                        let mut last = None;
+                        for batch in batches.into_iter().filter(|b| b.seq >= expected) {
+                            apply(&mut feed, &indexer, worker, batch.seq, &batch.payload);
+                            report.replayed += 1;
+                            last = Some(batch.seq);
+                        }
+                        if let Some(last) = last.filter(|&last| last >= got) {
+                            covered = Some((got, last));
+                            continue;
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("dp_rank {}: {e}", worker.dp_rank);
+                        report.replay_failures += 1;
+                        // The rest of a failed reply may still come: use a new socket next time.
+                        dealer = None;
+                    }
                 }
             }
         }
@@ -146,6 +212,9 @@ pub async fn run(
     report.stats = feed.stats();
     Ok(report)
 }
+
+/// The first wait before connecting again to an endpoint.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 
 fn apply(feed: &mut EngineFeed, indexer: &Indexer, worker: Worker, seq: u64, payload: &[u8]) {
     match feed.apply_message(
@@ -168,5 +237,217 @@ fn apply(feed: &mut EngineFeed, indexer: &Indexer, worker: Worker, seq: u64, pay
             r.skipped.total()
         ),
         Err(e) => eprintln!("dp_rank {} seq {seq}: {e}", worker.dp_rank),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use kvidx::Config;
+    use std::io::Write;
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use zeromq::{PubSocket, SocketSend, ZmqMessage};
+
+    /// A vLLM 0.33 batch of 3 events (the committed engine fixture).
+    const BATCH: &[u8] =
+        include_bytes!("../../../tests/fixtures/engine/vllm_annotated_0_33.msgpack");
+
+    /// Copies bytes both ways between two connections until either ends.
+    fn splice(a: TcpStream, b: TcpStream) {
+        let (mut a2, mut b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+        let (mut a, mut b) = (a, b);
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut a2, &mut b2);
+            let _ = b2.shutdown(Shutdown::Both);
+        });
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut b, &mut a);
+            let _ = a.shutdown(Shutdown::Both);
+        });
+    }
+
+    /// The endpoint answers raw TCP junk to the first connections, then carries the ZMTP
+    /// stream of a real publisher, cuts that connection once, and carries it again: the
+    /// subscriber must connect again each time and apply batches after the cut.
+    #[tokio::test]
+    async fn connects_again_after_raw_tcp_junk_and_a_cut() {
+        let mut publisher = PubSocket::new();
+        let upstream = publisher
+            .bind("tcp://127.0.0.1:0")
+            .await
+            .unwrap()
+            .to_string();
+        let upstream = upstream.trim_start_matches("tcp://").to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let front = listener.local_addr().unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let cut_done = Arc::clone(&cut);
+        const JUNK_CONNECTIONS: usize = 3;
+        std::thread::spawn(move || {
+            for (i, conn) in listener.incoming().take(50).enumerate() {
+                let Ok(mut conn) = conn else { continue };
+                if i < JUNK_CONNECTIONS {
+                    let _ =
+                        conn.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n\xff\x00\x13junk junk");
+                    continue; // dropped: closed
+                }
+                let up = TcpStream::connect(&upstream).unwrap();
+                if i == JUNK_CONNECTIONS {
+                    let (c, u) = (conn.try_clone().unwrap(), up.try_clone().unwrap());
+                    let cut_done = Arc::clone(&cut_done);
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(500));
+                        let _ = c.shutdown(Shutdown::Both);
+                        let _ = u.shutdown(Shutdown::Both);
+                        cut_done.store(true, Ordering::SeqCst);
+                    });
+                }
+                splice(conn, up);
+            }
+        });
+
+        let indexer = Arc::new(Indexer::new(Config::default()).unwrap());
+        let timing = Timing {
+            idle: Duration::from_secs(2),
+            deadline: Instant::now() + Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(1),
+            max_backoff: Duration::from_millis(200),
+        };
+        let source = Source {
+            endpoint: format!("tcp://{front}"),
+            replay: None,
+            worker: Worker::new(7, 0),
+        };
+        let task = tokio::spawn(run(
+            source,
+            String::new(),
+            Format::Vllm,
+            Arc::clone(&indexer),
+            timing,
+            ReplayLimits::default(),
+        ));
+        // Publish a batch every 20 ms until batches are applied after the cut (at most 20 s).
+        let start = Instant::now();
+        let mut applied_at_cut = None;
+        let mut seq = 0u64;
+        while start.elapsed() < Duration::from_secs(20) {
+            let mut m = ZmqMessage::from(Bytes::from_static(b"kv@pod@model"));
+            m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+            m.push_back(Bytes::from_static(BATCH));
+            publisher.send(m).await.unwrap();
+            seq += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            indexer.flush().unwrap();
+            let applied = indexer.stats().events_applied;
+            if cut.load(Ordering::SeqCst) {
+                match applied_at_cut {
+                    None => applied_at_cut = Some(applied),
+                    Some(at_cut) if applied >= at_cut + 6 => break,
+                    Some(_) => {}
+                }
+            }
+        }
+        let report = task
+            .await
+            .unwrap()
+            .expect("the subscriber must not give up");
+        let at_cut = applied_at_cut.expect("the connection was never cut");
+        assert!(
+            indexer.stats().events_applied >= at_cut + 6,
+            "no batch applied after the cut: {report:?}"
+        );
+        assert!(
+            report.connect_failures >= JUNK_CONNECTIONS as u64,
+            "{report:?}"
+        );
+        assert!(
+            report.connects >= 1 && report.stats.batches >= 4,
+            "{report:?}"
+        );
+    }
+
+    /// A replay endpoint that never ends its reply: the replay fails at the batch limit, the
+    /// worker is cleared as without replay, and the next gap is replayed on a new connection.
+    #[tokio::test]
+    async fn a_replay_that_never_ends_fails_and_the_next_one_works() {
+        use zeromq::RouterSocket;
+        let mut publisher = PubSocket::new();
+        let endpoint = publisher
+            .bind("tcp://127.0.0.1:0")
+            .await
+            .unwrap()
+            .to_string();
+        let mut router = RouterSocket::new();
+        let replay_endpoint = router.bind("tcp://127.0.0.1:0").await.unwrap().to_string();
+        // First request: batches without end (bounded at 100k). Second: one batch and the end.
+        tokio::spawn(async move {
+            let frames = |id: &Bytes, seq: u64, payload: &'static [u8]| {
+                let mut m = ZmqMessage::from(id.clone());
+                m.push_back(Bytes::new());
+                m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+                m.push_back(Bytes::from_static(payload));
+                m
+            };
+            let request = router.recv().await.unwrap().into_vec();
+            for seq in 0..100_000u64 {
+                if router.send(frames(&request[0], seq, BATCH)).await.is_err() {
+                    break;
+                }
+            }
+            let request = router.recv().await.unwrap().into_vec();
+            let start = u64::from_be_bytes(request[2][..8].try_into().unwrap());
+            let _ = router.send(frames(&request[0], start, BATCH)).await;
+            let _ = router.send(frames(&request[0], u64::MAX, b"")).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        let indexer = Arc::new(Indexer::new(Config::default()).unwrap());
+        let timing = Timing {
+            idle: Duration::from_secs(1),
+            deadline: Instant::now() + Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(1),
+            max_backoff: Duration::from_millis(200),
+        };
+        let source = Source {
+            endpoint,
+            replay: Some(replay_endpoint),
+            worker: Worker::new(7, 0),
+        };
+        let limits = ReplayLimits {
+            max_batches: 50,
+            ..ReplayLimits::default()
+        };
+        let task = tokio::spawn(run(
+            source,
+            String::new(),
+            Format::Vllm,
+            Arc::clone(&indexer),
+            timing,
+            limits,
+        ));
+        // Sequences 0 (until the subscription is in), then 2 (gap: endless replay), 3, 5 (gap:
+        // a good replay of 4).
+        let send = |seq: u64| {
+            let mut m = ZmqMessage::from(Bytes::from_static(b"kv@pod@model"));
+            m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+            m.push_back(Bytes::from_static(BATCH));
+            m
+        };
+        let start = Instant::now();
+        while indexer.stats().events_applied == 0 && start.elapsed() < Duration::from_secs(10) {
+            publisher.send(send(0)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            indexer.flush().unwrap();
+        }
+        for seq in [2, 3, 5] {
+            publisher.send(send(seq)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let report = task.await.unwrap().unwrap();
+        assert_eq!(report.gaps_detected, 2, "{report:?}");
+        assert_eq!(report.replay_failures, 1, "{report:?}");
+        assert_eq!(report.replayed, 1, "{report:?}");
+        assert_eq!(report.stats.workers_cleared, 1, "{report:?}");
     }
 }
