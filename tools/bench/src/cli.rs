@@ -10,9 +10,11 @@ use crate::target::Subject;
 /// Trace replay for kvidx: a mock prefix-caching engine fleet, workload files, and an honest
 /// side-by-side benchmark of the index backends and a naive baseline.
 ///
-/// With no subcommand: runs a trace (the shipped sample by default) through the mock engine
-/// under every routing policy, prints routing quality, then replays the workload of one policy
-/// against every index and prints the side-by-side table (and writes a plot).
+/// With no subcommand: runs a trace (by default the shipped conversation trace, the published
+/// measurement's settings; `--quick` for the 400-request sample) through the mock engine under
+/// every routing policy, prints routing quality, then replays the workload of one policy
+/// against every index and prints the side-by-side table. Results, plots and run metadata go
+/// to `target/kvidx-bench/<command>/`.
 #[derive(Debug, Parser)]
 #[command(name = "kvidx-bench", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
@@ -36,21 +38,37 @@ pub enum Command {
     Measure(MeasureArgs),
 }
 
+/// The fleet of the full measurement (the published figures): the conversation trace on 256
+/// workers of 4,096 blocks.
+pub const FULL_WORKERS: usize = 256;
+/// Blocks per worker of the full measurement.
+pub const FULL_BLOCKS_PER_WORKER: usize = 4096;
+/// The fleet of `--quick`, sized for the 400-request sample so that pools evict and the
+/// policies differ.
+pub const QUICK_WORKERS: usize = 16;
+/// Blocks per worker of `--quick`.
+pub const QUICK_BLOCKS_PER_WORKER: usize = 2048;
+
 /// The mock engine fleet and the trace.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
-    /// Mooncake-format trace (JSON lines); default: the shipped data/sample_trace.jsonl.
+    /// Quick run: the 400-request sample (data/sample_trace.jsonl) on 16 workers x 2,048
+    /// blocks. Its figures are indicative only (runs of milliseconds, a few hundred queries).
+    #[arg(long)]
+    pub quick: bool,
+    /// Mooncake-format trace (JSON lines); default: the shipped data/conversation_trace.jsonl
+    /// (data/sample_trace.jsonl with --quick).
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Use only the first N requests of the trace (0: all).
     #[arg(long, default_value_t = 0)]
     pub limit: usize,
-    /// Workers in the fleet.
-    #[arg(long, default_value_t = 16)]
-    pub workers: usize,
-    /// KV blocks in each worker's pool.
-    #[arg(long, default_value_t = 2048)]
-    pub blocks_per_worker: usize,
+    /// Workers in the fleet [default: 256; 16 with --quick].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// KV blocks in each worker's pool [default: 4096; 2048 with --quick].
+    #[arg(long)]
+    pub blocks_per_worker: Option<usize>,
     /// Blocks per trace hash id (each 512-token id becomes this many blocks).
     #[arg(long, default_value_t = 4)]
     pub length_factor: u32,
@@ -66,6 +84,26 @@ pub struct EngineArgs {
     /// Where kv-aware routing reads overlaps.
     #[arg(long, value_enum, default_value_t = RouterIndex::Positional)]
     pub router_index: RouterIndex,
+}
+
+impl EngineArgs {
+    /// Workers in the fleet, after the preset.
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(if self.quick {
+            QUICK_WORKERS
+        } else {
+            FULL_WORKERS
+        })
+    }
+
+    /// Blocks per worker, after the preset.
+    pub fn blocks_per_worker(&self) -> usize {
+        self.blocks_per_worker.unwrap_or(if self.quick {
+            QUICK_BLOCKS_PER_WORKER
+        } else {
+            FULL_BLOCKS_PER_WORKER
+        })
+    }
 }
 
 /// How to replay.
@@ -87,13 +125,15 @@ pub struct ReplayOpts {
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
     /// Closed-loop runs per index; the median by throughput is reported.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// Measure every index in this process (memory then is an RSS delta in a shared heap)
     /// instead of one child process per index.
     #[arg(long)]
     pub in_process: bool,
-    /// Directory for the workload, plot (replay.svg) and figures (results.json).
+    /// Directory for the workload, plots (replay.svg, routing.svg) and figures
+    /// (results.json); default: target/kvidx-bench/main for the main job,
+    /// target/kvidx-bench/replay for `replay`.
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
 }
@@ -186,12 +226,26 @@ mod tests {
         ])
         .unwrap();
         assert!(cli.command.is_none());
-        assert_eq!(cli.main.engine.workers, 256);
+        assert_eq!(cli.main.engine.workers(), 256);
         assert_eq!(
             cli.main.replay.subjects,
             vec![Subject::Positional, Subject::Baseline]
         );
         assert_eq!(cli.main.policy, Policy::KvCost);
+        let full = Cli::try_parse_from(["kvidx-bench"]).unwrap().main;
+        assert!(!full.engine.quick && full.engine.trace.is_none());
+        assert_eq!(
+            (full.engine.workers(), full.engine.blocks_per_worker()),
+            (FULL_WORKERS, FULL_BLOCKS_PER_WORKER)
+        );
+        assert_eq!(full.replay.repeat, 3);
+        let quick = Cli::try_parse_from(["kvidx-bench", "--quick", "--workers", "4"])
+            .unwrap()
+            .main;
+        assert_eq!(
+            (quick.engine.workers(), quick.engine.blocks_per_worker()),
+            (4, QUICK_BLOCKS_PER_WORKER)
+        );
         let cli = Cli::try_parse_from(["kvidx-bench", "replay", "--workload", "w"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Replay(_))));
         assert!(Cli::try_parse_from(["kvidx-bench", "--workers", "x"]).is_err());

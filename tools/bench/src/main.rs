@@ -6,6 +6,7 @@ mod block_pool;
 mod chain;
 mod cli;
 mod jobs;
+mod meta;
 mod plot;
 mod progress;
 mod replay;

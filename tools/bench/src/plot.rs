@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::replay::SubjectReport;
 use crate::report::{ns, rate};
+use crate::sim::{Policy, Routing};
 
 const COLORS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -228,6 +229,96 @@ pub fn render(reports: &[SubjectReport], title: &str) -> String {
     svg
 }
 
+/// Splits `text` into lines of at most `width` characters at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Renders routing quality: one horizontal bar per policy, its prefix-cache hit rate, with
+/// the hit blocks, evictions and busiest worker beside it; `notes` (explanations, run
+/// metadata) are printed below, wrapped.
+pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String]) -> String {
+    const BAR_LEFT: f64 = 110.0;
+    const BAR_W: f64 = 420.0;
+    const ROW_H: f64 = 34.0;
+    const TOP_Y: f64 = 60.0;
+    let max = rows
+        .iter()
+        .map(|(_, r)| r.hit_rate())
+        .fold(0.0f64, f64::max);
+    // The axis ends at the next multiple of 10% (at least 10%).
+    let scale = ((max * 10.0).ceil() / 10.0).clamp(0.1, 1.0);
+    let note_lines: Vec<String> = notes.iter().flat_map(|n| wrap(n, 150)).collect();
+    let width = 1000.0;
+    let axis_y = TOP_Y + ROW_H * rows.len() as f64;
+    let height = axis_y + 50.0 + 16.0 * note_lines.len() as f64;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{:.0}" y="20" text-anchor="middle" font-size="14">{}</text><text x="{:.0}" y="40" text-anchor="middle">prefix-cache hit rate (hit blocks / prompt blocks) per routing policy</text>"#,
+        width / 2.0,
+        escape(title),
+        width / 2.0,
+    );
+    for step in 0..=10 {
+        let f = step as f64 / 10.0;
+        let x = BAR_LEFT + f * BAR_W;
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{axis_y:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{:.0}%</text>"##,
+            TOP_Y - 6.0,
+            axis_y + 16.0,
+            100.0 * f * scale
+        );
+    }
+    for (i, (policy, r)) in rows.iter().enumerate() {
+        let y = TOP_Y + ROW_H * i as f64;
+        let w = BAR_W * (r.hit_rate() / scale).min(1.0);
+        let color = COLORS[i % COLORS.len()];
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><rect x="{BAR_LEFT}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{color}"/><text x="{:.1}" y="{:.1}">{:.1}%: {} of {} blocks hit; {} evictions; busiest worker {} of {} requests</text>"#,
+            BAR_LEFT - 8.0,
+            y + ROW_H / 2.0 + 4.0,
+            policy.name(),
+            y + 6.0,
+            ROW_H - 12.0,
+            BAR_LEFT + BAR_W + 10.0,
+            y + ROW_H / 2.0 + 4.0,
+            100.0 * r.hit_rate(),
+            r.hit_blocks,
+            r.prompt_blocks,
+            r.removed_events,
+            r.max_worker_requests,
+            r.requests
+        );
+    }
+    for (i, line) in note_lines.iter().enumerate() {
+        let _ = write!(
+            svg,
+            r##"<text x="20" y="{:.1}" fill="#444">{}</text>"##,
+            axis_y + 44.0 + 16.0 * i as f64,
+            escape(line)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// A power of ten with a unit per factor of 1000: `decade(1e4, ["", "k"])` is "10k".
 fn decade(v: f64, units: &[&str]) -> String {
     let mut v = v;
@@ -294,5 +385,27 @@ mod tests {
         // Per index: throughput, p50 and p99 lines; plus the ideal line.
         assert_eq!(svg.matches("<polyline").count(), 7);
         assert!(svg.contains("a&lt;b") && svg.contains("t &amp; t"));
+    }
+
+    #[test]
+    fn routing_picture_has_a_bar_per_policy_and_the_notes() {
+        let r = |hit: u64| Routing {
+            requests: 10,
+            prompt_blocks: 100,
+            hit_blocks: hit,
+            stored_events: 1,
+            removed_events: 2,
+            max_worker_requests: 3,
+        };
+        let rows = [(Policy::Random, r(4)), (Policy::KvCost, r(31))];
+        let long = "word ".repeat(60);
+        let svg = render_routing(&rows, "t", &[long, "commit abc <x>".into()]);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert_eq!(svg.matches(r#"height="22.0" fill"#).count(), 2);
+        assert!(svg.contains("31.0%: 31 of 100 blocks hit") && svg.contains("kv-cost"));
+        // The axis ends at 40%, the next multiple of 10 above the best hit rate.
+        assert!(svg.contains(">40%<") && !svg.contains(">50%<"));
+        assert!(svg.contains("commit abc &lt;x&gt;"));
+        assert_eq!(wrap(&"ab ".repeat(100), 150).len(), 2);
     }
 }

@@ -75,6 +75,7 @@ pub fn routing_table(rows: &[(Policy, Routing)]) -> String {
                 r.requests.to_string(),
                 r.stored_events.to_string(),
                 r.removed_events.to_string(),
+                r.max_worker_requests.to_string(),
             ]
         })
         .collect();
@@ -87,9 +88,96 @@ pub fn routing_table(rows: &[(Policy, Routing)]) -> String {
             "requests",
             "stored",
             "removed",
+            "busiest worker",
         ],
         &rows,
     )
+}
+
+/// How concentrated the first blocks of a trace's requests are: the most common first hash
+/// id, and the share of requests that start with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FirstBlock {
+    /// The most common first hash id.
+    pub id: u64,
+    /// Share of requests (with at least one block) that start with it.
+    pub share: f64,
+}
+
+impl FirstBlock {
+    /// Computes it over the requests' first hash ids.
+    pub fn of(first_ids: impl Iterator<Item = u64>) -> Option<Self> {
+        let mut counts = std::collections::HashMap::new();
+        let mut total = 0u64;
+        for id in first_ids {
+            *counts.entry(id).or_insert(0u64) += 1;
+            total += 1;
+        }
+        let (id, n) = counts
+            .into_iter()
+            .max_by_key(|&(id, n)| (n, std::cmp::Reverse(id)))?;
+        Some(Self {
+            id,
+            share: n as f64 / total as f64,
+        })
+    }
+}
+
+/// Explanations for policies whose score degenerates, one line each: kv-aware routing that
+/// does no better than random (within a percentage point) is explained from the trace's
+/// first blocks, the load it piles on the busiest worker and its evictions.
+pub fn routing_notes(rows: &[(Policy, Routing)], first: Option<FirstBlock>) -> Vec<String> {
+    let find = |p: Policy| rows.iter().find(|(q, _)| *q == p).map(|(_, r)| *r);
+    let (Some(random), Some(aware)) = (find(Policy::Random), find(Policy::KvAware)) else {
+        return Vec::new();
+    };
+    if aware.requests == 0 || aware.hit_rate() > random.hit_rate() + 0.01 {
+        return Vec::new();
+    }
+    let mut note = format!(
+        "note: kv-aware scores like random here ({:.1}% vs {:.1}%).",
+        100.0 * aware.hit_rate(),
+        100.0 * random.hit_rate()
+    );
+    if let Some(f) = first.filter(|f| f.share >= 0.5) {
+        note += &format!(
+            " {:.0}% of the requests start with the same block (hash id {}), so whichever \
+             worker served one holds it and has the deepest overlap with nearly every request; \
+             kv-aware looks at load only between equal depths, so",
+            100.0 * f.share,
+            f.id
+        );
+    } else {
+        note += " Deepest-overlap routing looks at load only between equal depths, so";
+    }
+    note += &format!(
+        " requests pile onto the workers holding the common prefix (the busiest served {} of \
+         {} requests, {} under random) and evict each other's blocks ({} removals vs {} under \
+         random). kv-cost adds each worker's load to its cost and spreads the requests.",
+        aware.max_worker_requests,
+        aware.requests,
+        random.max_worker_requests,
+        aware.removed_events,
+        random.removed_events
+    );
+    vec![note]
+}
+
+/// Why replay figures are only indicative, if they are: closed-loop runs shorter than a
+/// second or fewer than 10,000 queries per run (a p99.9 then rests on a handful of samples).
+pub fn indicative_reason(reports: &[SubjectReport]) -> Option<String> {
+    let shortest = reports
+        .iter()
+        .map(|r| r.closed.seconds)
+        .fold(f64::INFINITY, f64::min);
+    let queries = reports.iter().map(|r| r.closed.queries).min()?;
+    if shortest >= 1.0 && queries >= 10_000 {
+        return None;
+    }
+    Some(format!(
+        "each closed-loop run took {shortest:.3} s and answered {queries} queries (stable \
+         figures need runs of a second or more and 10,000+ queries for p99.9)"
+    ))
 }
 
 /// A one-line description of a workload.
@@ -184,5 +272,45 @@ mod tests {
         assert_eq!(bytes(3 << 20), "3.0 MiB");
         let t = table(&["a", "bb"], &[vec!["xyz".into(), "1".into()]]);
         assert_eq!(t, "a    bb\n---  --\nxyz   1\n");
+    }
+
+    fn routing(hit: u64, removed: u64, busiest: u64) -> Routing {
+        Routing {
+            requests: 100,
+            prompt_blocks: 1000,
+            hit_blocks: hit,
+            stored_events: 10,
+            removed_events: removed,
+            max_worker_requests: busiest,
+        }
+    }
+
+    #[test]
+    fn degenerate_kv_aware_routing_is_explained() {
+        let first = FirstBlock::of([0, 0, 0, 5, 0].into_iter()).unwrap();
+        assert_eq!((first.id, first.share), (0, 0.8));
+        let rows = [
+            (Policy::Random, routing(44, 150, 9)),
+            (Policy::KvAware, routing(45, 1000, 60)),
+            (Policy::KvCost, routing(300, 600, 12)),
+        ];
+        let notes = routing_notes(&rows, Some(first));
+        assert_eq!(notes.len(), 1);
+        let n = &notes[0];
+        for part in [
+            "4.5% vs 4.4%",
+            "80% of the requests",
+            "hash id 0",
+            "60 of 100",
+            "1000 removals vs 150",
+        ] {
+            assert!(n.contains(part), "{part:?} missing from {n}");
+        }
+        // A working kv-aware policy needs no note.
+        let rows = [
+            (Policy::Random, routing(44, 150, 9)),
+            (Policy::KvAware, routing(200, 300, 20)),
+        ];
+        assert!(routing_notes(&rows, Some(first)).is_empty());
     }
 }

@@ -54,6 +54,8 @@ pub struct Routing {
     pub stored_events: u64,
     /// Removed (single-block) events published.
     pub removed_events: u64,
+    /// Requests routed to the busiest worker: how evenly the policy spreads the load.
+    pub max_worker_requests: u64,
 }
 
 impl Routing {
@@ -97,6 +99,8 @@ struct Fleet {
     ops: Vec<TimedOp>,
     events: Vec<Event>,
     routing: Routing,
+    /// Requests routed to each worker.
+    served: Vec<u64>,
 }
 
 impl Fleet {
@@ -124,6 +128,7 @@ impl Fleet {
         });
         let worker = self.router.choose(&prompt, &self.pools, &self.load);
         let pool = &mut self.pools[worker];
+        self.served[worker] += 1;
         self.routing.requests += 1;
         self.routing.prompt_blocks += prompt.len() as u64;
         self.routing.hit_blocks += pool.prefix_hits(&prompt) as u64;
@@ -176,6 +181,7 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
         ops: Vec::new(),
         events: Vec::new(),
         routing: Routing::default(),
+        served: vec![0; cfg.workers],
     };
     let bar = progress::bar(
         trace.len() as u64,
@@ -213,6 +219,7 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
         fleet.complete(end, run);
     }
     bar.finish_and_clear();
+    fleet.routing.max_worker_requests = fleet.served.iter().copied().max().unwrap_or(0);
     let final_blocks = fleet.pools.iter().map(|p| p.len() as u64).sum();
     SimOutput {
         ops: fleet.ops,
@@ -288,6 +295,11 @@ mod tests {
                 "the pools are small enough to evict"
             );
             assert_eq!(out.routing.requests, 120);
+            assert!(
+                out.routing.max_worker_requests >= 30 && out.routing.max_worker_requests <= 120,
+                "the busiest of 4 workers serves at least a quarter: {}",
+                out.routing.max_worker_requests
+            );
             // One match query per request, in arrival order.
             let queries = out
                 .ops
