@@ -2,55 +2,10 @@
 //! each query's answer is compared with the first exact index's. Shows how inexact the
 //! baseline is on this workload, and that the exact backends agree.
 
-use kvidx::{BackendKind, Config, Indexer, Match};
+use kvidx::Indexer;
 
-use crate::baseline::NestedMap;
 use crate::target::Subject;
 use crate::workload::{Op, TimedOp};
-
-/// An index applied synchronously on the caller's thread.
-enum Sync {
-    Kvidx(Indexer),
-    Baseline(NestedMap),
-}
-
-impl Sync {
-    fn new(subject: Subject) -> Self {
-        let backend = match subject {
-            Subject::Positional => BackendKind::Positional,
-            Subject::Radix => BackendKind::Radix,
-            Subject::Reference => BackendKind::Reference,
-            Subject::Baseline => return Sync::Baseline(NestedMap::default()),
-        };
-        Sync::Kvidx(
-            Indexer::new(Config {
-                backend,
-                event_threads: 0,
-                ..Config::default()
-            })
-            .expect("a synchronous indexer always builds"),
-        )
-    }
-
-    fn apply(&self, event: &kvidx::Event) {
-        // A rejected event or an unknown removal is part of the workload, not an error here.
-        match self {
-            Sync::Kvidx(i) => {
-                let _ = i.apply_event(event.clone());
-            }
-            Sync::Baseline(m) => {
-                m.apply(event);
-            }
-        }
-    }
-
-    fn find(&self, query: &[u64], out: &mut Vec<Match>) {
-        match self {
-            Sync::Kvidx(i) => i.find_matches_into(query, out),
-            Sync::Baseline(m) => m.find_matches_into(query, out),
-        }
-    }
-}
 
 /// Per index: queries whose answer differs from the reference index's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,22 +26,27 @@ pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
     if others.is_empty() {
         return None;
     }
-    let truth = Sync::new(exact);
-    let rest: Vec<Sync> = others.iter().map(|s| Sync::new(*s)).collect();
+    // Synchronous indexers: every write is applied, in order, before the next.
+    let truth = exact.indexer(0);
+    let rest: Vec<Indexer> = others.iter().map(|s| s.indexer(0)).collect();
     let mut differ = vec![0u64; others.len()];
     let (mut want, mut got) = (Vec::new(), Vec::new());
     let mut queries = 0;
     for op in ops {
         match &op.op {
             Op::Event(e) => {
-                truth.apply(e);
-                rest.iter().for_each(|s| s.apply(e));
+                // A rejected event or an unknown removal is part of the workload, not an
+                // error here.
+                let _ = truth.apply_event(e.clone());
+                rest.iter().for_each(|s| {
+                    let _ = s.apply_event(e.clone());
+                });
             }
             Op::Match(q) => {
                 queries += 1;
-                truth.find(q, &mut want);
+                truth.find_matches_into(q, &mut want);
                 for (s, d) in rest.iter().zip(differ.iter_mut()) {
-                    s.find(q, &mut got);
+                    s.find_matches_into(q, &mut got);
                     if got != want {
                         *d += 1;
                     }

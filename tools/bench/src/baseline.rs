@@ -1,6 +1,7 @@
 //! The naive baseline: the nested map of the design story, `worker -> {local hash -> seq
-//! hash}`, with the same ingestion shape as kvidx (event threads, sticky per worker, bounded
-//! queues, a flush barrier) so that only the data structure differs.
+//! hash}`, as a kvidx [`Backend`]: replays run it behind the very write path of kvidx
+//! ([`Indexer::with_backend`]: the same event threads, sticky routing, bounded queues and flush
+//! barrier), so that only the data structure differs.
 //!
 //! It is **inexact** on purpose, as the story's first version is: it keys blocks by local hash
 //! alone, ignoring position and parent, so a worker holding the same local hash in another
@@ -10,15 +11,11 @@
 //! Queries scan every worker: O(workers x depth).
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
 use kvidx::model::sort_matches;
-use kvidx::{Event, EventData, Match, Worker};
+use kvidx::{Backend, EventData, Match, Outcome, Worker};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
-
-use crate::target::Target;
 
 /// One worker's blocks, both ways.
 #[derive(Debug, Default)]
@@ -42,10 +39,10 @@ impl NestedMap {
     }
 
     /// Applies one event. Returns the number of removed names that were not held.
-    pub fn apply(&self, event: &Event) -> u64 {
-        let entry = self.worker(event.worker);
+    fn apply_data(&self, worker: Worker, data: &EventData) -> u64 {
+        let entry = self.worker(worker);
         let mut blocks = entry.write();
-        match &event.data {
+        match data {
             EventData::Stored { blocks: new, .. } => {
                 for b in new {
                     blocks.by_local.insert(b.local_hash, b.seq_hash);
@@ -74,9 +71,29 @@ impl NestedMap {
             }
         }
     }
+}
+
+impl Backend for NestedMap {
+    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
+        Outcome::Applied {
+            unknown_removals: self.apply_data(worker, data),
+        }
+    }
+
+    fn remove_worker(&self, worker_id: u64) {
+        self.workers.write().retain(|w, _| w.worker_id != worker_id);
+    }
+
+    fn remove_worker_dp_rank(&self, worker: Worker) {
+        self.workers.write().remove(&worker);
+    }
+
+    fn workers(&self) -> u64 {
+        self.workers.read().len() as u64
+    }
 
     /// Per worker, how many leading local hashes of the query it holds; deepest first.
-    pub fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
         out.clear();
         let workers = self.workers.read();
         for (worker, blocks) in workers.iter() {
@@ -97,114 +114,21 @@ impl NestedMap {
     }
 
     /// Names held, summed over workers.
-    pub fn worker_blocks(&self) -> u64 {
+    fn worker_blocks(&self) -> u64 {
         let workers = self.workers.read();
         workers.values().map(|b| b.read().by_seq.len() as u64).sum()
-    }
-}
-
-enum Job {
-    Event(Event),
-    Barrier(Sender<()>),
-}
-
-/// The nested map behind event threads.
-pub struct NestedMapIndexer {
-    map: Arc<NestedMap>,
-    senders: Vec<Sender<Job>>,
-    threads: Vec<JoinHandle<u64>>,
-    unknown: Arc<parking_lot::Mutex<u64>>,
-}
-
-impl NestedMapIndexer {
-    /// A nested map fed by `event_threads` threads (0 is taken as 1).
-    pub fn new(event_threads: usize) -> Self {
-        let map = Arc::new(NestedMap::default());
-        let unknown = Arc::new(parking_lot::Mutex::new(0));
-        let mut senders = Vec::new();
-        let mut threads = Vec::new();
-        for _ in 0..event_threads.max(1) {
-            let (tx, rx): (Sender<Job>, Receiver<Job>) = bounded(kvidx::DEFAULT_QUEUE_CAPACITY);
-            let map = Arc::clone(&map);
-            let unknown = Arc::clone(&unknown);
-            threads.push(std::thread::spawn(move || {
-                let mut applied = 0;
-                for job in rx {
-                    match job {
-                        Job::Event(e) => {
-                            let u = map.apply(&e);
-                            if u > 0 {
-                                *unknown.lock() += u;
-                            }
-                            applied += 1;
-                        }
-                        Job::Barrier(ack) => {
-                            let _ = ack.send(());
-                        }
-                    }
-                }
-                applied
-            }));
-            senders.push(tx);
-        }
-        Self {
-            map,
-            senders,
-            threads,
-            unknown,
-        }
-    }
-}
-
-impl Drop for NestedMapIndexer {
-    fn drop(&mut self) {
-        self.senders.clear();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Target for NestedMapIndexer {
-    fn submit(&self, event: Event) {
-        let shard = (event.worker.worker_id % self.senders.len() as u64) as usize;
-        self.senders[shard]
-            .send(Job::Event(event))
-            .expect("baseline event thread alive");
-    }
-
-    fn flush(&self) {
-        let (tx, rx) = bounded(self.senders.len());
-        for s in &self.senders {
-            s.send(Job::Barrier(tx.clone()))
-                .expect("baseline event thread alive");
-        }
-        for _ in &self.senders {
-            rx.recv().expect("baseline event thread acknowledges");
-        }
-    }
-
-    fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
-        self.map.find_matches_into(local_hashes, out);
-    }
-
-    fn worker_blocks(&self) -> u64 {
-        self.map.worker_blocks()
-    }
-
-    fn anomalies(&self) -> (u64, u64) {
-        (0, *self.unknown.lock())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kvidx::Block;
+    use crate::target::Subject;
+    use kvidx::{Block, Event};
 
     #[test]
     fn matches_prefixes_and_applies_after_flush() {
-        let idx = NestedMapIndexer::new(2);
+        let idx = Subject::Baseline.build(2);
         let w = |id| Worker::new(id, 0);
         idx.submit(Event::stored(
             w(1),
@@ -242,8 +166,9 @@ mod tests {
         // reports depth 2 for the query [1, 2]; the exact answer is 1.
         let map = NestedMap::default();
         let w = Worker::new(0, 0);
-        map.apply(&Event::stored(w, 0, None, vec![Block::new(1, 10)]));
-        map.apply(&Event::stored(w, 1, None, vec![Block::new(2, 2)]));
+        let stored = |blocks| Event::stored(w, 0, None, blocks).data;
+        map.apply(w, &stored(vec![Block::new(1, 10)]));
+        map.apply(w, &stored(vec![Block::new(2, 2)]));
         let mut out = Vec::new();
         map.find_matches_into(&[1, 2], &mut out);
         assert_eq!(out[0].depth, 2);

@@ -3,7 +3,7 @@
 
 use kvidx::{BackendKind, Config, Event, Indexer, Match};
 
-use crate::baseline::NestedMapIndexer;
+use crate::baseline::NestedMap;
 
 /// An index under test.
 pub trait Target: Send + Sync {
@@ -46,19 +46,27 @@ impl Subject {
 
     /// Builds a fresh, empty index with `event_threads` event threads.
     pub fn build(self, event_threads: usize) -> Box<dyn Target> {
-        let backend = match self {
-            Subject::Positional => BackendKind::Positional,
-            Subject::Radix => BackendKind::Radix,
-            Subject::Reference => BackendKind::Reference,
-            Subject::Baseline => return Box::new(NestedMapIndexer::new(event_threads)),
-        };
-        let indexer = Indexer::new(Config {
+        Box::new(self.indexer(event_threads))
+    }
+
+    /// The indexer of this subject with `event_threads` event threads (0: synchronous).
+    pub fn indexer(self, event_threads: usize) -> Indexer {
+        let config = |backend| Config {
             backend,
             event_threads,
             ..Config::default()
-        })
-        .expect("valid indexer settings");
-        Box::new(indexer)
+        };
+        let indexer = match self {
+            Subject::Positional => Indexer::new(config(BackendKind::Positional)),
+            Subject::Radix => Indexer::new(config(BackendKind::Radix)),
+            Subject::Reference => Indexer::new(config(BackendKind::Reference)),
+            // The baseline structure behind kvidx's own write path.
+            Subject::Baseline => Indexer::with_backend(
+                Box::new(NestedMap::default()),
+                config(BackendKind::Reference),
+            ),
+        };
+        indexer.expect("valid indexer settings")
     }
 }
 
