@@ -3,7 +3,8 @@
 # the decoder/apply tests pass, the fuzz properties hold under a 1 GiB address-space limit
 # (an allocation sized by a hostile length prefix would abort), and the ZMQ subscriber example
 # passes the loopback end-to-end test (pyzmq publishers with gaps, replay and a restart),
-# with and without replay sockets. Python with msgpack and pyzmq: see scripts/python.sh
+# with and without replay sockets, and with hostile endpoints (raw TCP junk, a replay that
+# never ends). Python with msgpack and pyzmq: see scripts/python.sh
 # (scripts/setup.sh installs Debian's python3-msgpack and python3-zmq).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -119,5 +120,8 @@ echo "== engine: end-to-end on loopback (with replay)"
 "$py" examples/zmq-subscriber/e2e.py "$subscriber" 2>"$tmp/e2e.log" || { cat "$tmp/e2e.log"; exit 1; }
 echo "== engine: end-to-end on loopback (no replay: clear on gaps)"
 "$py" examples/zmq-subscriber/e2e.py "$subscriber" --no-replay 2>"$tmp/e2e.log" ||
+  { cat "$tmp/e2e.log"; exit 1; }
+echo "== engine: end-to-end on loopback (hostile: raw TCP junk, a replay that never ends)"
+"$py" examples/zmq-subscriber/e2e.py "$subscriber" --hostile 2>"$tmp/e2e.log" ||
   { cat "$tmp/e2e.log"; exit 1; }
 echo "engine: all passed"

@@ -8,13 +8,20 @@ clear rank 1 on the restart, and answer the queries as expected.
 With --no-replay the subscriber gets no replay endpoints: it must fall back to clearing the
 worker on each gap (the recommended reaction without replay), which loses chain Y on rank 0.
 
-Usage: python3 e2e.py PATH/TO/kvidx-zmq-subscriber [--no-replay]
+With --hostile the endpoints misbehave: rank 0's PUB port first answers raw TCP junk (twice)
+before the publisher binds it, and its replay socket never ends its reply. The subscriber must
+connect again, give up the endless replay at --replay-max-batches (clearing the worker) and
+keep applying live batches.
+
+Usage: python3 e2e.py PATH/TO/kvidx-zmq-subscriber [--no-replay | --hostile]
 """
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 try:
@@ -95,8 +102,100 @@ class Publisher:
             self.router.send_multipart([identity, b""] + end)
 
 
+def hostile(subscriber):
+    """Raw TCP junk on the PUB port, then a real publisher; an endless replay reply."""
+    ctx = zmq.Context()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    junk_served = []
+
+    def serve_junk():
+        for _ in range(2):
+            conn, _ = listener.accept()
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n\xff\x00junk")
+            conn.close()
+            junk_served.append(1)
+        listener.close()
+
+    junk = threading.Thread(target=serve_junk, daemon=True)
+    junk.start()
+    router = ctx.socket(zmq.ROUTER)
+    replay_port = router.bind_to_random_port("tcp://127.0.0.1")
+    cmd = [subscriber, "--worker-id", "7", "--format", "vllm", "--topic", "kv@",
+           "--block-size", str(BLOCK), "--idle-ms", "3000", "--max-seconds", "30",
+           "--replay-max-batches", "100", "--endpoint", f"tcp://127.0.0.1:{port}",
+           "--replay", f"tcp://127.0.0.1:{replay_port}", "--query", "X=1-48", "--query", "W=301-348"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    junk.join(timeout=20)
+    if junk.is_alive():
+        proc.kill()
+        sys.exit("e2e: the subscriber never connected to the junk endpoint twice")
+    pub = ctx.socket(zmq.XPUB)
+    pub.bind(f"tcp://127.0.0.1:{port}")
+    endless = batch(0, stored([9001], 501))
+    deadline = time.time() + 20
+    subscribed = False
+    while not subscribed:
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            sys.exit("e2e: the subscriber never subscribed after the junk")
+        if pub.poll(50) and pub.recv().startswith(b"\x01"):
+            subscribed = True
+    time.sleep(0.2)
+    replies = 0
+
+    def pump(seconds):
+        nonlocal replies
+        end = time.time() + seconds
+        while time.time() < end:
+            while router.poll(0):
+                identity = router.recv_multipart()[0]
+                for seq in range(20000):  # no end marker: the subscriber must stop reading
+                    try:
+                        router.send_multipart([identity, b"", TOPIC, seq.to_bytes(8, "big"),
+                                               endless], zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                replies += 1
+            time.sleep(0.005)
+
+    def send(seq, payload):
+        pub.send_multipart([TOPIC, seq.to_bytes(8, "big"), payload])
+        pump(0.2)
+
+    send(0, batch(0, stored([1001, 1002], 1)))
+    send(1, batch(0, stored([1003], 33, parent=1002)))
+    send(3, batch(0, stored([5001, 5002], 301)))  # seq 2 lost: gap, endless replay, cleared
+    send(4, batch(0, stored([5003], 333, parent=5002)))
+    out, _ = proc.communicate(timeout=30)
+    if proc.returncode != 0:
+        sys.exit(f"e2e: subscriber exited with {proc.returncode}")
+    summary = json.loads(out.strip().splitlines()[-1])
+    print(json.dumps(summary))
+    r0 = summary["publishers"][0]
+    answers = {q["name"]: q["matches"] for q in summary["queries"]}
+    checks = [
+        ("connect failures >= 2", r0["connect_failures"] >= 2),
+        ("connects >= 1", r0["connects"] >= 1),
+        ("one gap", r0["gaps_detected"] == 1),
+        ("one replay request", replies == 1),
+        ("the endless replay failed", r0["replay_failures"] == 1 and r0["replayed"] == 0),
+        ("the worker was cleared", r0["cleared"] == 1),
+        ("4 batches applied", r0["batches"] == 4),
+        ("X cleared with the worker", answers["X"] == []),
+        ("W applied after the failed replay", answers["W"] == [[7, 0, 3]]),
+    ]
+    failures = [name for name, ok in checks if not ok]
+    if failures:
+        print("failed: " + ", ".join(failures))
+    print(f"e2e hostile: {len(checks) - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
 def main():
     subscriber = sys.argv[1]
+    if "--hostile" in sys.argv[2:]:
+        hostile(subscriber)
     replay = "--no-replay" not in sys.argv[2:]
     ctx = zmq.Context()
     p0 = Publisher(ctx, 0, new_replay_layout=True)
