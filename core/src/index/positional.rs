@@ -5,8 +5,8 @@
 //! `levels[p]` (one hash map per position behind its own reader-writer lock: writers of
 //! different positions never meet, readers share) maps a local hash to the identities seen at
 //! position `p` with that local hash
-//! (usually one: [`Candidates::Single`]; several when different prefixes end in the same block
-//! content: [`Candidates::Multi`]), each with the sorted set of worker slots holding it.
+//! (usually one: `Candidates::Single`; several when different prefixes end in the same block
+//! content: `Candidates::Multi`), each with the sorted set of worker slots holding it.
 //!
 //! # Exact jumps
 //! A query jumps from a matched position `i` straight to `j = i + jump`. A worker that holds
