@@ -8,7 +8,8 @@ _Static_assert(sizeof(kvidx_match) == 16, "kvidx_match layout");
 _Static_assert(sizeof(kvidx_stats) == 40, "kvidx_stats layout");
 _Static_assert(sizeof(kvidx_config) == 12, "kvidx_config layout");
 _Static_assert(sizeof(kvidx_event) == 80, "kvidx_event layout");
+_Static_assert(sizeof(kvidx_queue_limits) == 16, "kvidx_queue_limits layout");
 _Static_assert(KVIDX_ABI_VERSION == 1, "ABI version");
 
-kvidx_status (*const kvidx_header_check_fn)(kvidx_indexer *, const kvidx_event *) =
+kvidx_status (*const kvidx_header_check_fn)(const kvidx_indexer *, const kvidx_event *) =
     kvidx_apply_event;

@@ -1,6 +1,7 @@
 /* Every function of the C ABI, every status code a caller can provoke, every bad input. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <kvidx.h>
@@ -31,6 +32,7 @@ static void status_codes_have_fixed_values_and_texts(void) {
     CHECK_EQ(KVIDX_ERR_PANIC, 6);
     CHECK_EQ(KVIDX_ERR_POISONED, 7);
     CHECK_EQ(KVIDX_ERR_MALFORMED, 8);
+    CHECK_EQ(KVIDX_ERR_TOO_LARGE, 9);
     static const char *names[] = {"KVIDX_OK",
                                   "KVIDX_ERR_NULL_POINTER",
                                   "KVIDX_ERR_INVALID_ARGUMENT",
@@ -39,13 +41,14 @@ static void status_codes_have_fixed_values_and_texts(void) {
                                   "KVIDX_ERR_SHUT_DOWN",
                                   "KVIDX_ERR_PANIC",
                                   "KVIDX_ERR_POISONED",
-                                  "KVIDX_ERR_MALFORMED"};
-    for (uint32_t code = 0; code < 9; code++) {
+                                  "KVIDX_ERR_MALFORMED",
+                                  "KVIDX_ERR_TOO_LARGE"};
+    for (uint32_t code = 0; code < 10; code++) {
         const char *text = kvidx_status_str(code);
         CHECK(text != NULL);
         if (text != NULL) CHECK(strstr(text, names[code]) == text);
     }
-    const uint32_t unknown[] = {9, 100, UINT32_MAX};
+    const uint32_t unknown[] = {10, 100, UINT32_MAX};
     for (size_t i = 0; i < 3; i++) {
         const char *text = kvidx_status_str(unknown[i]);
         CHECK(text != NULL);
@@ -89,7 +92,7 @@ static void new_validates_config_and_writes_out_only_on_success(void) {
 
     const uint32_t backends[] = {KVIDX_BACKEND_POSITIONAL, KVIDX_BACKEND_RADIX};
     const uint32_t threads[] = {0, 1, 4};
-    const uint32_t jumps[] = {0, 1, 5, UINT32_MAX};
+    const uint32_t jumps[] = {0, 1, 5, 65536}; /* 65536: the largest jump size accepted */
     for (size_t b = 0; b < 2; b++) {
         for (size_t t = 0; t < 3; t++) {
             for (size_t j = 0; j < 4; j++) {
@@ -104,6 +107,15 @@ static void new_validates_config_and_writes_out_only_on_success(void) {
         }
     }
     kvidx_free(NULL); /* a no-op */
+    /* Every setting is range-checked: INVALID_ARGUMENT, never an abort. */
+    const uint32_t bad_jumps[] = {65537, UINT32_MAX};
+    for (size_t j = 0; j < 2; j++) {
+        c = kvidx_config_default();
+        c.jump_size = bad_jumps[j];
+        ix = NULL;
+        CHECK_EQ(kvidx_new(&c, &ix), KVIDX_ERR_INVALID_ARGUMENT);
+        CHECK(ix == NULL);
+    }
 }
 
 static void null_handle_is_null_pointer_everywhere(void) {
@@ -435,6 +447,124 @@ static void engine_payload_statuses(void) {
     kvidx_free(ix);
 }
 
+/* The engine values are C enums with the values they always had (source compatible: they
+ * still work as uint32_t arguments, in switch cases and combined with |). */
+static void engine_enums_keep_their_values(void) {
+    const kvidx_engine_format formats[] = {KVIDX_ENGINE_VLLM, KVIDX_ENGINE_SGLANG,
+                                           KVIDX_ENGINE_TRTLLM};
+    for (uint32_t i = 0; i < 3; i++) CHECK_EQ(formats[i], i);
+    const kvidx_seq_status seq[] = {KVIDX_SEQ_UNTRACKED, KVIDX_SEQ_FIRST, KVIDX_SEQ_IN_ORDER,
+                                    KVIDX_SEQ_GAP, KVIDX_SEQ_RESTART};
+    for (uint32_t i = 0; i < 5; i++) CHECK_EQ(seq[i], i);
+    const uint32_t flags = KVIDX_FEED_NO_CLEAR_ON_GAP | KVIDX_FEED_NO_CLEAR_ON_RESTART |
+                           KVIDX_FEED_ALL_MEDIA | KVIDX_FEED_ALL_GROUPS |
+                           KVIDX_FEED_HASH_TOKENS_ONLY;
+    CHECK_EQ(flags, 31);
+    CHECK_EQ(KVIDX_DP_RANK_FROM_BATCH, UINT32_MAX);
+    CHECK_EQ(KVIDX_ENGINE_MAX_PAYLOAD, 32u << 20);
+}
+
+/* Queue limits: an addition next to kvidx_config, validated (never an abort). */
+static void new_with_limits_validates(void) {
+    const kvidx_queue_limits d = kvidx_queue_limits_default();
+    CHECK_EQ(d.queue_capacity, 0);
+    CHECK_EQ(d.queue_bytes, 0);
+    kvidx_config c = kvidx_config_default();
+    c.event_threads = 2;
+    kvidx_indexer *ix = NULL;
+    const uint64_t bad[] = {(uint64_t)1 << 31, UINT64_MAX, ((uint64_t)1 << 20) + 1};
+    for (size_t i = 0; i < 3; i++) {
+        kvidx_queue_limits l = d;
+        l.queue_capacity = bad[i];
+        CHECK_EQ(kvidx_new_with_limits(&c, &l, &ix), KVIDX_ERR_INVALID_ARGUMENT);
+        CHECK(ix == NULL);
+    }
+    CHECK_EQ(kvidx_new_with_limits(&c, &d, NULL), KVIDX_ERR_NULL_POINTER);
+    /* NULL config and limits: the defaults. */
+    REQUIRE(kvidx_new_with_limits(NULL, NULL, &ix) == KVIDX_OK);
+    kvidx_free(ix);
+    /* The smallest budget still accepts every event (one at a time) and applies it. */
+    kvidx_queue_limits tiny = {1, 1};
+    ix = NULL;
+    REQUIRE(kvidx_new_with_limits(&c, &tiny, &ix) == KVIDX_OK);
+    kvidx_block blocks[4];
+    chain(blocks, 4, 70);
+    for (uint64_t w = 0; w < 30; w++) CHECK_EQ(apply(ix, stored(w, 0, blocks, 4)), KVIDX_OK);
+    CHECK_EQ(kvidx_flush(ix), KVIDX_OK);
+    CHECK_EQ(stats_of(ix).workers, 30);
+    kvidx_free(ix);
+}
+
+/* const handles: every call but the free functions takes one, so a const pointer (shared by
+ * threads) is all a caller needs. */
+static void const_handles_are_enough(void) {
+    kvidx_indexer *owned = make_indexer(&SYNC);
+    const kvidx_indexer *ix = owned;
+    kvidx_engine_feed *owned_feed = NULL;
+    REQUIRE(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, 0, &owned_feed) == KVIDX_OK);
+    const kvidx_engine_feed *feed = owned_feed;
+    const uint8_t empty_batch[] = {0x92, 0x00, 0x90};
+    const uint8_t seq[8] = {0};
+    kvidx_engine_batch_result r;
+    kvidx_event e = cleared(1, 0);
+    CHECK_EQ(kvidx_apply_event(ix, &e), KVIDX_OK);
+    CHECK_EQ(kvidx_apply_events(ix, &e, 1), KVIDX_OK);
+    CHECK_EQ(kvidx_flush(ix), KVIDX_OK);
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 2, 0, empty_batch, 3, &r), KVIDX_OK);
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 3, 0, seq, 8, empty_batch, 3, &r), KVIDX_OK);
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 3, 1, seq, 8, empty_batch, 3, &r), KVIDX_OK);
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 4, 0, seq, 8, empty_batch, 3, &r), KVIDX_OK);
+    uint64_t publishers = 0;
+    CHECK_EQ(kvidx_engine_feed_publishers(feed, &publishers), KVIDX_OK);
+    CHECK_EQ(publishers, 3);
+    /* Forget one publisher: its next batch is FIRST again; forgetting it twice is a no-op. */
+    uint8_t known = 9;
+    CHECK_EQ(kvidx_engine_feed_forget(feed, 4, 0, &known), KVIDX_OK);
+    CHECK_EQ(known, 1);
+    CHECK_EQ(kvidx_engine_feed_forget(feed, 4, 0, &known), KVIDX_OK);
+    CHECK_EQ(known, 0);
+    CHECK_EQ(kvidx_engine_feed_forget(feed, 4, 0, NULL), KVIDX_OK);
+    const uint8_t seq5[8] = {0, 0, 0, 0, 0, 0, 0, 5};
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 4, 0, seq5, 8, empty_batch, 3, &r), KVIDX_OK);
+    CHECK_EQ(r.seq_status, KVIDX_SEQ_FIRST);
+    /* Removing a worker through the feed drops every rank from the index and the feed. */
+    CHECK_EQ(kvidx_engine_feed_remove_worker(feed, ix, 3), KVIDX_OK);
+    CHECK_EQ(kvidx_engine_feed_publishers(feed, &publishers), KVIDX_OK);
+    CHECK_EQ(publishers, 1);
+    CHECK_EQ(kvidx_engine_feed_remove_worker_dp_rank(feed, ix, 4, 0), KVIDX_OK);
+    CHECK_EQ(kvidx_engine_feed_publishers(feed, &publishers), KVIDX_OK);
+    CHECK_EQ(publishers, 0);
+    CHECK_EQ(kvidx_engine_feed_remove_worker(feed, NULL, 3), KVIDX_ERR_NULL_POINTER);
+    CHECK_EQ(kvidx_engine_feed_remove_worker(NULL, ix, 3), KVIDX_ERR_NULL_POINTER);
+    CHECK_EQ(kvidx_engine_feed_publishers(feed, NULL), KVIDX_ERR_NULL_POINTER);
+    CHECK_EQ(kvidx_engine_feed_forget(NULL, 1, 0, &known), KVIDX_ERR_NULL_POINTER);
+    kvidx_engine_feed_free(owned_feed);
+    kvidx_free(owned);
+}
+
+/* Payloads above KVIDX_ENGINE_MAX_PAYLOAD are TOO_LARGE, counted as refused, apply nothing. */
+static void engine_payload_too_large(void) {
+    kvidx_indexer *ix = make_indexer(&SYNC);
+    kvidx_engine_feed *feed = NULL;
+    REQUIRE(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, 0, &feed) == KVIDX_OK);
+    const size_t len = (size_t)KVIDX_ENGINE_MAX_PAYLOAD + 1;
+    uint8_t *big = calloc(len, 1);
+    REQUIRE(big != NULL);
+    big[0] = 0x92;
+    kvidx_engine_batch_result r;
+    CHECK_EQ(kvidx_apply_engine_batch(ix, KVIDX_ENGINE_VLLM, 1, 0, big, len, &r),
+             KVIDX_ERR_TOO_LARGE);
+    CHECK_EQ(kvidx_engine_feed_apply(feed, ix, 1, 0, NULL, 0, big, len, &r), KVIDX_ERR_TOO_LARGE);
+    kvidx_engine_stats es;
+    CHECK_EQ(kvidx_engine_feed_stats(feed, &es), KVIDX_OK);
+    CHECK_EQ(es.batches_malformed, 1);
+    CHECK_EQ(stats_of(ix).events_applied, 0);
+    CHECK(strstr(kvidx_status_str(KVIDX_ERR_TOO_LARGE), "KVIDX_ERR_TOO_LARGE") != NULL);
+    free(big);
+    kvidx_engine_feed_free(feed);
+    kvidx_free(ix);
+}
+
 /* A panic inside the boundary is contained: PANIC once, then POISONED on that handle only. */
 static void check_panic_poisons(const mode *m) {
     kvidx_indexer *ix = make_indexer(m);
@@ -486,6 +616,10 @@ int main(void) {
     RUN(hash_tokens_follows_the_hashing_contract);
     RUN(remove_and_flush_statuses);
     RUN(engine_payload_statuses);
+    RUN(engine_enums_keep_their_values);
+    RUN(new_with_limits_validates);
+    RUN(const_handles_are_enough);
+    RUN(engine_payload_too_large);
     RUN(panic_sync);
     RUN(panic_pooled);
     return finish("test_api");
