@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -575,4 +576,86 @@ func TestRouteTimeIndependentOfWorkers(t *testing.T) {
 	if large > 10*small+200*time.Microsecond {
 		t.Fatalf("Route takes %v with 256k workers, %v with 1k: it scales with the workers", large, small)
 	}
+}
+
+// TestRouterSoak routes without ever releasing, while workers come and go, and checks that
+// what the router keeps stays bounded: tracked routes within MaxRoutes, the routes' id lists
+// within a few times the routes, the Go heap flat. 1 s in the normal run; set
+// KVIDX_ROUTER_SOAK_SECONDS (e.g. 180) for the long version.
+func TestRouterSoak(t *testing.T) {
+	seconds := envInt(t, "KVIDX_ROUTER_SOAK_SECONDS", 1)
+	limits := DefaultLimits()
+	limits.MaxRoutes, limits.RouteTTL = 4096, 200*time.Millisecond
+	r := newTestRouter(t, 4, limits)
+	var keys []workerKey
+	for id := range uint64(256) {
+		keys = append(keys, workerKey{id, 0})
+	}
+	if _, err := r.Register(keys); err != nil {
+		t.Fatal(err)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	var base uint64
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	warm := time.Now().Add(time.Duration(seconds) * time.Second / 4)
+	rng := rand.New(rand.NewPCG(5, 5))
+	routes := 0
+	for i := 0; time.Now().Before(deadline) && i < 1<<30; i++ {
+		if _, ok, err := r.Route([]uint64{uint64(rng.IntN(64))}); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		routes++
+		if i%1000 == 0 { // churn: one worker leaves, another arrives
+			id := uint64(rng.IntN(512))
+			if err := r.RemoveWorker(id); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Register([]workerKey{{uint64(rng.IntN(512)), 0}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%100000 == 99999 { // a pause longer than the TTL: everything expires
+			time.Sleep(limits.RouteTTL + 50*time.Millisecond)
+			if n := r.InFlight(); n != 0 {
+				t.Fatalf("%d routes in flight after the TTL", n)
+			}
+			for k, l := range r.loads(t) {
+				if l != 0 {
+					t.Fatalf("worker %v keeps load %d after the TTL", k, l)
+				}
+			}
+		}
+		if i%20000 == 0 {
+			if n := r.InFlight(); n > limits.MaxRoutes {
+				t.Fatalf("%d routes tracked, limit %d", n, limits.MaxRoutes)
+			}
+			for j := range r.routes {
+				rs := &r.routes[j]
+				rs.mu.Lock()
+				pending, live := len(rs.order)-rs.head, len(rs.routes)
+				rs.mu.Unlock()
+				if pending > 65+4*live {
+					t.Fatalf("route shard %d keeps %d ids for %d routes", j, pending, live)
+				}
+			}
+			if base == 0 && time.Now().After(warm) {
+				base = heap()
+			} else if h := heap(); base != 0 && h > base+16<<20 {
+				t.Fatalf("heap grew from %d to %d bytes", base, h)
+			}
+		}
+	}
+	sum := 0
+	for _, l := range r.loads(t) {
+		sum += l
+	}
+	if n := r.InFlight(); sum != n {
+		t.Fatalf("load sum %d, %d routes in flight", sum, n)
+	}
+	t.Logf("%d routes in %ds, %d expired, %d evicted, %d in flight", routes, seconds, r.expired.Load(), r.evicted.Load(), r.InFlight())
 }
