@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Engine KV events (core/src/engine): the fixture generator reproduces the committed byte fixtures,
-# the decoder/apply tests pass, the fuzz properties hold under a 1 GiB address-space limit
+# the decoder/apply tests pass, decoding memory stays within its per-byte bounds (and the largest
+# payload decodes under a 2 GiB address-space limit), the fuzz properties hold under a 1 GiB limit
 # (an allocation sized by a hostile length prefix would abort), and the ZMQ subscriber example
 # passes the loopback end-to-end test (pyzmq publishers with gaps, replay and a restart),
 # with and without replay sockets, and with hostile endpoints (raw TCP junk, a replay that
@@ -35,6 +36,22 @@ test -x "$fuzz_bin"
   ulimit -v 1048576
   cd "$root"
   ENGINE_FUZZ_CASES="${ENGINE_FUZZ_CASES:-2000}" "$fuzz_bin" --test-threads 2 2>&1 |
+    grep -E '^test |test result|panicked'
+)
+
+echo "== engine: decoding memory (peak heap per payload byte; largest payload under a 2 GiB limit)"
+ENGINE_MEMORY_REPORT=1 cargo test -q -p kvidx --test engine_memory -- --test-threads 1 2>&1 |
+  grep -E 'B/B|^test result|FAILED|panicked'
+memory_bin=$(cargo test -q -p kvidx --no-run --test engine_memory --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "engine_memory" and m.get("executable"):
+        print(m["executable"])')
+test -x "$memory_bin"
+(
+  ulimit -v 2097152
+  "$memory_bin" --exact largest_payload_decodes_under_an_address_space_limit 2>&1 |
     grep -E '^test |test result|panicked'
 )
 
