@@ -448,7 +448,7 @@ fn replay_and_report(
     match &indicative {
         Some(why) => println!("figures are INDICATIVE only: {why}"),
         None => println!(
-            "figures: closed-loop runs of {:.1} s or more, median of {}",
+            "stable figures: closed-loop runs of {:.1} s or more, median of {}",
             reports
                 .iter()
                 .map(|r| r.closed.seconds)

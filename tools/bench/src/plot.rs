@@ -253,7 +253,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 /// metadata) are printed below, wrapped.
 pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String]) -> String {
     const BAR_LEFT: f64 = 110.0;
-    const BAR_W: f64 = 420.0;
+    const BAR_W: f64 = 360.0;
     const ROW_H: f64 = 34.0;
     const TOP_Y: f64 = 60.0;
     let max = rows
@@ -262,8 +262,8 @@ pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String])
         .fold(0.0f64, f64::max);
     // The axis ends at the next multiple of 10% (at least 10%).
     let scale = ((max * 10.0).ceil() / 10.0).clamp(0.1, 1.0);
-    let note_lines: Vec<String> = notes.iter().flat_map(|n| wrap(n, 150)).collect();
-    let width = 1000.0;
+    let note_lines: Vec<String> = notes.iter().flat_map(|n| wrap(n, 165)).collect();
+    let width = 1100.0;
     let axis_y = TOP_Y + ROW_H * rows.len() as f64;
     let height = axis_y + 50.0 + 16.0 * note_lines.len() as f64;
     let mut svg = String::new();
@@ -297,7 +297,7 @@ pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String])
             policy.name(),
             y + 6.0,
             ROW_H - 12.0,
-            BAR_LEFT + BAR_W + 10.0,
+            BAR_LEFT + w + 8.0,
             y + ROW_H / 2.0 + 4.0,
             100.0 * r.hit_rate(),
             r.hit_blocks,

@@ -150,15 +150,22 @@ pub fn routing_notes(rows: &[(Policy, Routing)], first: Option<FirstBlock>) -> V
     } else {
         note += " Deepest-overlap routing looks at load only between equal depths, so";
     }
+    let pile = if aware.max_worker_requests == aware.requests {
+        format!(
+            " every request went to the same worker ({} of {}; the busiest took {} under random)",
+            aware.max_worker_requests, aware.requests, random.max_worker_requests
+        )
+    } else {
+        format!(
+            " requests pile onto the workers holding the common prefix (the busiest served {} \
+             of {} requests, {} under random)",
+            aware.max_worker_requests, aware.requests, random.max_worker_requests
+        )
+    };
     note += &format!(
-        " requests pile onto the workers holding the common prefix (the busiest served {} of \
-         {} requests, {} under random) and evict each other's blocks ({} removals vs {} under \
-         random). kv-cost adds each worker's load to its cost and spreads the requests.",
-        aware.max_worker_requests,
-        aware.requests,
-        random.max_worker_requests,
-        aware.removed_events,
-        random.removed_events
+        "{pile}, whose pool then evicts its own blocks ({} removals vs {} under random). \
+         kv-cost adds each worker's load to its cost and spreads the requests.",
+        aware.removed_events, random.removed_events
     );
     vec![note]
 }
