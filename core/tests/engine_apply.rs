@@ -360,3 +360,98 @@ fn a_batch_with_one_malformed_event_applies_nothing() {
     assert!(matches!(result, Err(FeedError::Decode(_))));
     assert_eq!(snapshot(&indexer), before);
 }
+
+#[test]
+fn feed_forgets_publishers_and_removed_workers() {
+    let indexer = sync_indexer();
+    let mut feed = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    let store = fixture("trtllm_map");
+    for (worker_id, rank) in [(1, 0), (1, 1), (2, 0)] {
+        feed.apply_message(&indexer, worker_id, Some(rank), Some(0), &store)
+            .unwrap();
+    }
+    assert_eq!(feed.publishers(), 3);
+    assert!(feed.forget(Worker::new(2, 0)));
+    assert!(!feed.forget(Worker::new(2, 0)), "unknown: a no-op");
+    assert_eq!(feed.publishers(), 2);
+    // A forgotten publisher starts over: its next batch is First, not a gap or restart.
+    let r = feed
+        .apply_message(&indexer, 2, Some(0), Some(9), &store)
+        .unwrap();
+    assert_eq!((r.seq, r.cleared_worker), (Some(SeqStatus::First), false));
+    // Removing a worker through the feed: every rank leaves the index and the feed.
+    feed.remove_worker(&indexer, 1).unwrap();
+    assert_eq!(feed.publishers(), 1);
+    assert_eq!(feed.tracker().expected(&Worker::new(1, 1)), None);
+    assert_eq!(indexer.stats().workers, 1);
+    feed.remove_worker_dp_rank(&indexer, Worker::new(2, 0))
+        .unwrap();
+    assert_eq!((feed.publishers(), indexer.stats().workers), (0, 0));
+    assert!(feed.tracker().is_empty());
+}
+
+#[test]
+fn feed_counters_saturate() {
+    let indexer = sync_indexer();
+    let mut feed = EngineFeed::new(FeedConfig {
+        clear_on_gap: false,
+        clear_on_restart: false,
+        ..FeedConfig::new(Format::TrtLlm)
+    });
+    let store = fixture("trtllm_map");
+    let mut send = |seq| {
+        feed.apply_message(&indexer, 3, Some(0), Some(seq), &store)
+            .unwrap()
+    };
+    // Two gaps of almost 2^64 batches each (with a restart between): the sum saturates.
+    send(0);
+    assert_eq!(send(u64::MAX - 1).seq.unwrap().missed(), u64::MAX - 2);
+    send(0);
+    send(u64::MAX - 1);
+    let stats = feed.stats();
+    assert_eq!((stats.gaps, stats.restarts), (2, 1));
+    assert_eq!(stats.batches_missed, u64::MAX);
+}
+
+/// A sink that counts events and panics on the n-th, like an indexer with a bug.
+struct PanickingSink {
+    seen: std::cell::Cell<u32>,
+    panic_at: u32,
+}
+
+impl kvidx::engine::EventSink for PanickingSink {
+    fn apply_event(&self, _event: kvidx::Event) -> Result<(), kvidx::Error> {
+        self.seen.set(self.seen.get() + 1);
+        assert!(self.seen.get() != self.panic_at, "sink bug");
+        Ok(())
+    }
+}
+
+#[test]
+fn any_event_sink_receives_the_converted_events_in_order() {
+    let sink = PanickingSink {
+        seen: std::cell::Cell::new(0),
+        panic_at: u32::MAX,
+    };
+    let r = apply_payload(
+        &sink,
+        Format::TrtLlm,
+        1,
+        None,
+        &fixture("trtllm_map"),
+        &ApplyOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((r.events_submitted, sink.seen.get()), (3, 3));
+    // A panic inside the sink unwinds to the caller (the C ABI poisons the indexer then).
+    let sink = PanickingSink {
+        seen: std::cell::Cell::new(0),
+        panic_at: 2,
+    };
+    let mut feed = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    let store = fixture("trtllm_map");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        feed.apply_message(&sink, 1, None, Some(0), &store)
+    }));
+    assert!(outcome.is_err());
+}
