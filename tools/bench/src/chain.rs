@@ -6,7 +6,7 @@
 //! hashes follow the hashing contract (`seq[0] = local[0]`, then XXH3 of the pair), as an
 //! engine that publishes Dynamo-compatible events would compute them.
 
-use kvidx::hashing::{local_hash, next_seq_hash, HASH_SEED};
+use kvidx::hashing::{local_hash, next_in_chain};
 use kvidx::Block;
 
 /// The local hash of block `j` of (renamed) hash id `id`.
@@ -23,10 +23,7 @@ pub fn decode_local(request: u64, j: u32) -> u64 {
 pub fn extend_chain(chain: &mut Vec<Block>, prev: Option<u64>, locals: impl Iterator<Item = u64>) {
     let mut prev = prev;
     for local in locals {
-        let seq = match prev {
-            None => local,
-            Some(p) => next_seq_hash(p, local, HASH_SEED),
-        };
+        let seq = next_in_chain(prev, local);
         chain.push(Block::new(local, seq));
         prev = Some(seq);
     }
