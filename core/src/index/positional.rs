@@ -506,6 +506,19 @@ impl WorkerBlocks for PositionalIndex {
         });
     }
 
+    fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize {
+        let mut identity = IDENTITY_SEED;
+        for (position, &local) in local_hashes.iter().enumerate() {
+            identity = mix(identity, local);
+            if !self.with_holders(position, local, identity, |h| {
+                h.binary_search(&slot).is_ok()
+            }) {
+                return position;
+            }
+        }
+        local_hashes.len()
+    }
+
     fn depth_now(&self, state: &WorkerState, _slot: u32, local_hashes: &[u64]) -> usize {
         let mut identity = IDENTITY_SEED;
         for (depth, &local) in local_hashes.iter().enumerate() {

@@ -298,6 +298,27 @@ impl WorkerBlocks for RadixIndex {
         });
     }
 
+    fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize {
+        let mut node = Arc::clone(&self.root);
+        for (depth, local) in local_hashes.iter().enumerate() {
+            let Some(child) = node.state.read().children.get(local).cloned() else {
+                return depth;
+            };
+            if child
+                .state
+                .read()
+                .holders
+                .as_slice()
+                .binary_search(&slot)
+                .is_err()
+            {
+                return depth;
+            }
+            node = child;
+        }
+        local_hashes.len()
+    }
+
     fn depth_now(&self, state: &WorkerState, _slot: u32, local_hashes: &[u64]) -> usize {
         // The worker's own nodes stay linked while it holds them (its lock is held here).
         let mut node = Arc::clone(&self.root);

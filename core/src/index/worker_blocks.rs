@@ -15,8 +15,11 @@
 //!    depth per slot;
 //! 4. keep a slot's depth only if its version is even and unchanged since step 2: then the
 //!    search saw one stable state of that one worker (see the registry's slot versions), and
-//!    the depth is exact for it. Any other worker of step 2 is looked up again by its id and
-//!    its depth computed from its own state under its lock ([`WorkerBlocks::depth_now`]).
+//!    the depth is exact for it. Any other worker of step 2 is read again on its own, the
+//!    same way (a stable version before and after [`WorkerBlocks::depth_of_slot`]), a few
+//!    times; if it keeps changing, its depth is computed from its own state under its lock
+//!    ([`WorkerBlocks::depth_now`]). Readers never block writers unless a worker changes
+//!    under every one of those re-reads.
 //!
 //! So each worker is reported with its exact depth at some instant during the call, a worker
 //! left out held no prefix of the query at some instant during the call (at step 1, step 3,
@@ -59,6 +62,10 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// Appends the depth of every slot holding the query's first block to `out` (unsorted),
     /// reading the shared structures without the workers' locks.
     fn search(&self, local_hashes: &[u64], out: &mut Vec<SlotDepth>);
+
+    /// The depth of the query for one slot, read from the shared structures without locks
+    /// (validated by the caller against the slot's version).
+    fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize;
 
     /// The depth of the query in one worker's state, read under that worker's lock.
     fn depth_now(&self, state: &Self::State, slot: u32, local_hashes: &[u64]) -> usize;
@@ -152,29 +159,16 @@ impl<B: WorkerBlocks> Backend for B {
                 let seen = s.seen[at];
                 if registry.unchanged_since(&seen) {
                     push_match(out, seen.worker, depth as usize);
-                } else if seen.was_stable() {
-                    s.retry.push(seen.worker);
                 } else {
-                    // Changing at step 2: its id may be torn; look it up as it is now.
-                    if let Some(now) = registry.snapshot(slot) {
-                        s.retry.push(now.worker);
-                    }
+                    s.retry.push(seen);
                 }
             }
             if s.retry.is_empty() {
                 sort_matches(out);
                 return;
             }
-            s.retry.sort_unstable();
-            s.retry.dedup();
-            for &worker in &s.retry {
-                if out.iter().any(|m| m.worker() == worker) {
-                    continue; // already reported from a stable read
-                }
-                let depth = registry.with_worker(worker, false, |entry| {
-                    self.depth_now(&entry.state, entry.slot, local_hashes)
-                });
-                push_match(out, worker, depth.unwrap_or(0));
+            for seen in &s.retry {
+                self.read_again(seen, local_hashes, out);
             }
             sort_matches(out);
         });
@@ -189,13 +183,62 @@ impl<B: WorkerBlocks> Backend for B {
     }
 }
 
+/// Step 4 for a slot that changed during the search: its depth at some instant now.
+trait ReadAgain {
+    fn read_again(&self, seen: &SlotSnapshot, local_hashes: &[u64], out: &mut Vec<Match>);
+}
+
+/// Lock-free re-reads of one slot before falling back to its worker's lock.
+const REREADS: usize = 3;
+
+impl<B: WorkerBlocks> ReadAgain for B {
+    fn read_again(&self, seen: &SlotSnapshot, local_hashes: &[u64], out: &mut Vec<Match>) {
+        let registry = self.registry();
+        // Whose the slot was at step 2; a snapshot taken mid-change may hold a torn id.
+        let worker = if seen.was_stable() {
+            seen.worker
+        } else {
+            match registry.snapshot(seen.slot) {
+                Some(now) => now.worker,
+                None => return,
+            }
+        };
+        if out.iter().any(|m| m.worker() == worker) {
+            return; // already reported from a stable read of its current slot
+        }
+        for _ in 0..REREADS {
+            let Some(now) = registry.snapshot(seen.slot) else {
+                return;
+            };
+            if now.worker != worker && now.was_stable() {
+                break; // the slot went to another worker: look `worker` up by id
+            }
+            if !now.was_stable() {
+                std::hint::spin_loop();
+                continue;
+            }
+            let depth = self.depth_of_slot(seen.slot, local_hashes);
+            if registry.unchanged_since(&now) {
+                push_match(out, worker, depth);
+                return;
+            }
+        }
+        let depth = registry.with_worker(worker, false, |entry| {
+            self.depth_now(&entry.state, entry.slot, local_hashes)
+        });
+        if !out.iter().any(|m| m.worker() == worker) {
+            push_match(out, worker, depth.unwrap_or(0));
+        }
+    }
+}
+
 /// Per-thread buffers of the read protocol.
 #[derive(Default)]
 struct ReadScratch {
     slots: Vec<u32>,
     seen: Vec<SlotSnapshot>,
     found: Vec<SlotDepth>,
-    retry: Vec<Worker>,
+    retry: Vec<SlotSnapshot>,
 }
 
 thread_local! {
