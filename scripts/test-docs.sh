@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The docs check: what README.md and docs/*.md tell a reader to run works from a clone.
+#  1. Every fenced block opened with ```bash runnable is run, each in a fresh `bash -euo
+#     pipefail` from the repository root (so a block cannot lean on exports of another).
+#     Long commands run in a short form, listed in SHORT below and printed when used.
+#  2. Nothing in the repository points outside it: no tracked file names ../shared.
+#  3. The API docs build without warnings: RUSTDOCFLAGS="-D warnings" cargo doc.
+# Usage: bash scripts/test-docs.sh [--list]   (--list prints the blocks and runs nothing)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
+
+# Short forms: "documented command prefix|what the check runs instead". The prefix must be a
+# whole command line of a block, or that line's start followed by a space.
+SHORT=(
+  "bash scripts/run-main.sh|bash scripts/run-main.sh --quick"
+  "bash scripts/test-all.sh|echo 'test-docs: scripts/test-all.sh is the suite running this check; not run again'"
+)
+
+pass=0
+fail() { echo "test-docs: FAIL: $*" >&2; exit 1; }
+ok() { pass=$((pass + 1)); echo "ok - $*"; }
+
+# extract FILE: prints one record per runnable block: "FILE:LINE" then the block, then a NUL.
+extract() {
+  awk -v file="$1" '
+    /^```bash runnable[[:space:]]*$/ { inblock = 1; start = NR; printf "%s:%d\n", file, NR; next }
+    inblock && /^```[[:space:]]*$/ { inblock = 0; printf "%c", 0; next }
+    inblock { print }
+    END { if (inblock) { printf "unterminated block at %s:%d\n", file, start > "/dev/stderr"; exit 1 } }
+  ' "$1"
+}
+
+# shorten: applies SHORT to each line of a block on stdin.
+shorten() {
+  local line entry from to
+  while IFS= read -r line; do
+    for entry in "${SHORT[@]}"; do
+      from="${entry%%|*}"; to="${entry#*|}"
+      if [ "$line" = "$from" ] || [[ "$line" == "$from "* && "${line#"$from "}" =~ ^[[:space:]]*# ]]; then
+        echo "# short form of: $line" >&2
+        line="$to"
+      fi
+    done
+    printf '%s\n' "$line"
+  done
+}
+
+blocks=0
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+for file in README.md docs/*.md; do
+  while IFS= read -r -d '' record; do
+    where="${record%%$'\n'*}"
+    body="${record#*$'\n'}"
+    blocks=$((blocks + 1))
+    if [ "${1:-}" = "--list" ]; then
+      printf '== %s\n%s\n' "$where" "$body"
+      continue
+    fi
+    script="$(printf '%s' "$body" | shorten 2>>"$log")"
+    echo "== $where"
+    started=$SECONDS
+    if ! (cd "$root" && env -u KVIDX_LIBRARY_PATH -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH -u CGO_LDFLAGS \
+      timeout 1200 bash -euo pipefail -c "$script") >"$log.out" 2>&1; then
+      tail -40 "$log.out"
+      fail "the block at $where failed"
+    fi
+    tail -3 "$log.out" | sed 's/^/   | /'
+    ok "$where ($((SECONDS - started)) s)"
+  done < <(extract "$file")
+done
+rm -f "$log.out"
+[ "${1:-}" = "--list" ] && exit 0
+[ "$blocks" -ge 3 ] || fail "only $blocks runnable blocks found in README.md and docs/"
+
+# 2. No reference outside the repository.
+if git ls-files -z | xargs -0 grep -n -F '../shared' -- 2>/dev/null; then
+  fail "tracked files refer to ../shared (outside the repository)"
+fi
+ok "no tracked file refers to ../shared"
+
+# 3. API docs without warnings.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet ||
+  fail "cargo doc --workspace reports warnings"
+ok "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps"
+echo "test-docs: $pass passed, 0 failed"
