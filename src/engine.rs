@@ -192,6 +192,27 @@ unsafe fn indexer_for_feed<'a>(
     Ok(handle)
 }
 
+/// Removes a worker from the indexer (`remove`, inside the indexer's handle) and then, if that
+/// succeeded, forgets it in the feed (`forget`), holding the feed's lock throughout.
+///
+/// # Safety
+/// `indexer` is NULL or a live handle for the whole call.
+unsafe fn remove_through_feed(
+    feed: &Mutex<EngineFeed>,
+    indexer: *const kvidx_indexer,
+    remove: impl FnOnce(&Indexer) -> Result<(), Error>,
+    forget: impl FnOnce(&mut EngineFeed),
+) -> Result<(), kvidx_status> {
+    // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+    let ix = unsafe { indexer_for_feed(indexer) }?;
+    let mut feed = lock(feed)?;
+    ix.run_nested(remove)
+        .ok_or(kvidx_status::KVIDX_ERR_POISONED)?
+        .map_err(c_convert::status_of)?;
+    forget(&mut feed);
+    Ok(())
+}
+
 /// The feed behind the lock (a feed whose lock a panic poisoned is itself poisoned, and
 /// never gets here).
 fn lock(feed: &Mutex<EngineFeed>) -> Result<MutexGuard<'_, EngineFeed>, kvidx_status> {
@@ -414,14 +435,16 @@ pub unsafe extern "C" fn kvidx_engine_feed_remove_worker(
 ) -> kvidx_status {
     export!(handle feed, |feed| {
         // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
-        let ix = unsafe { indexer_for_feed(indexer) }?;
-        let mut feed = lock(feed)?;
-        let removed = ix.run_nested(|ix| ix.remove_worker(worker_id));
-        removed
-            .ok_or(kvidx_status::KVIDX_ERR_POISONED)?
-            .map_err(c_convert::status_of)?;
-        feed.forget_worker(worker_id);
-        Ok(())
+        unsafe {
+            remove_through_feed(
+                feed,
+                indexer,
+                |ix| ix.remove_worker(worker_id),
+                |feed| {
+                    feed.forget_worker(worker_id);
+                },
+            )
+        }
     })
 }
 
@@ -438,16 +461,18 @@ pub unsafe extern "C" fn kvidx_engine_feed_remove_worker_dp_rank(
     dp_rank: u32,
 ) -> kvidx_status {
     export!(handle feed, |feed| {
-        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
-        let ix = unsafe { indexer_for_feed(indexer) }?;
-        let mut feed = lock(feed)?;
         let worker = Worker::new(worker_id, dp_rank);
-        let removed = ix.run_nested(|ix| ix.remove_worker_dp_rank(worker));
-        removed
-            .ok_or(kvidx_status::KVIDX_ERR_POISONED)?
-            .map_err(c_convert::status_of)?;
-        feed.forget(worker);
-        Ok(())
+        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+        unsafe {
+            remove_through_feed(
+                feed,
+                indexer,
+                |ix| ix.remove_worker_dp_rank(worker),
+                |feed| {
+                    feed.forget(worker);
+                },
+            )
+        }
     })
 }
 

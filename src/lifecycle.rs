@@ -30,14 +30,8 @@ pub unsafe extern "C" fn kvidx_new(
     out: *mut *mut kvidx_indexer,
 ) -> kvidx_status {
     export!(status, {
-        args::required(out)?;
-        // SAFETY: the caller guarantees `config` is NULL or readable.
-        let settings = unsafe { args::optional(config) }?.unwrap_or(c_convert::DEFAULT_CONFIG);
-        let config = c_convert::config(&settings, &c_convert::DEFAULT_LIMITS)?;
-        let indexer = Indexer::new(config).map_err(c_convert::status_of)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { handle::create(indexer, out) };
-        Ok(())
+        // SAFETY: the caller guarantees what `new_indexer` needs (see `# Safety`).
+        unsafe { new_indexer(config, std::ptr::null(), out) }
     })
 }
 
@@ -66,17 +60,31 @@ pub unsafe extern "C" fn kvidx_new_with_limits(
     out: *mut *mut kvidx_indexer,
 ) -> kvidx_status {
     export!(status, {
-        args::required(out)?;
-        // SAFETY: the caller guarantees `config` is NULL or readable.
-        let settings = unsafe { args::optional(config) }?.unwrap_or(c_convert::DEFAULT_CONFIG);
-        // SAFETY: the caller guarantees `limits` is NULL or readable.
-        let limits = unsafe { args::optional(limits) }?.unwrap_or(c_convert::DEFAULT_LIMITS);
-        let config = c_convert::config(&settings, &limits)?;
-        let indexer = Indexer::new(config).map_err(c_convert::status_of)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { handle::create(indexer, out) };
-        Ok(())
+        // SAFETY: the caller guarantees what `new_indexer` needs (see `# Safety`).
+        unsafe { new_indexer(config, limits, out) }
     })
+}
+
+/// The body of `kvidx_new` and `kvidx_new_with_limits`: validates everything, then creates the
+/// handle.
+///
+/// # Safety
+/// `config` and `limits` are each NULL or readable; `out` is NULL or writable.
+unsafe fn new_indexer(
+    config: *const kvidx_config,
+    limits: *const kvidx_queue_limits,
+    out: *mut *mut kvidx_indexer,
+) -> Result<(), kvidx_status> {
+    args::required(out)?;
+    // SAFETY: the caller guarantees `config` is NULL or readable.
+    let settings = unsafe { args::optional(config) }?.unwrap_or(c_convert::DEFAULT_CONFIG);
+    // SAFETY: the caller guarantees `limits` is NULL or readable.
+    let limits = unsafe { args::optional(limits) }?.unwrap_or(c_convert::DEFAULT_LIMITS);
+    let config = c_convert::config(&settings, &limits)?;
+    let indexer = Indexer::new(config).map_err(c_convert::status_of)?;
+    // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+    unsafe { handle::create(indexer, out) };
+    Ok(())
 }
 
 /// Releases an indexer (from `kvidx_new` or `kvidx_new_with_limits`): applies every event

@@ -13,30 +13,12 @@ use super::batch::{
 };
 use super::error::DecodeError;
 use super::msgpack::{Reader, Value};
-use super::wire::{self, At, Fields};
+use super::wire::{self, At, Fields, VLLM_STORED};
 
 /// The largest payload the decoder accepts (32 MiB); larger ones are
 /// [`DecodeError::TooLarge`]. Engines publish batches of a few KiB to a few MiB.
 pub const MAX_PAYLOAD_BYTES: usize = 32 << 20;
 
-/// vLLM `BlockStored` fields after the tag, in declaration order (all generations).
-const VLLM_STORED: &[&str] = &[
-    "block_hashes",
-    "parent_block_hash",
-    "token_ids",
-    "block_size",
-    "lora_id",
-    "medium",
-    "lora_name",
-    "extra_keys",
-    "group_idx",
-    "kv_cache_spec_kind",
-    "kv_cache_spec_sliding_window",
-    "locality",
-    "ownership",
-    "session_id",
-    "lookahead_token_ids",
-];
 /// vLLM `BlockRemoved` fields after the tag.
 const VLLM_REMOVED: &[&str] = &[
     "block_hashes",

@@ -141,6 +141,36 @@ impl<'a> Reader<'a> {
         Ok(Value::Ext)
     }
 
+    /// A bin whose length takes `N` bytes.
+    fn bin<const N: usize>(&mut self) -> Result<Value<'a>, DecodeError> {
+        let len = self.len::<N>()?;
+        Ok(Value::Bin(self.take(len)?))
+    }
+
+    /// A string whose length takes `N` bytes.
+    fn str<const N: usize>(&mut self) -> Result<Value<'a>, DecodeError> {
+        let len = self.len::<N>()?;
+        Ok(Value::Str(self.take(len)?))
+    }
+
+    /// An extension whose length takes `N` bytes.
+    fn ext_sized<const N: usize>(&mut self) -> Result<Value<'a>, DecodeError> {
+        let len = self.len::<N>()?;
+        self.ext(len)
+    }
+
+    /// An array whose length takes `N` bytes.
+    fn array_sized<const N: usize>(&mut self) -> Result<Value<'a>, DecodeError> {
+        let len = self.len::<N>()?;
+        self.array(len)
+    }
+
+    /// A map whose length takes `N` bytes.
+    fn map_sized<const N: usize>(&mut self) -> Result<Value<'a>, DecodeError> {
+        let len = self.len::<N>()?;
+        self.map(len)
+    }
+
     /// Reads the head of the next value; for an array or a map, only its length.
     pub(crate) fn next(&mut self) -> Result<Value<'a>, DecodeError> {
         let marker = self.take(1)?[0];
@@ -153,30 +183,12 @@ impl<'a> Reader<'a> {
             0xc1 => return Err(malformed("reserved marker 0xc1")),
             0xc2 => Value::Bool(false),
             0xc3 => Value::Bool(true),
-            0xc4 => {
-                let len = self.len::<1>()?;
-                Value::Bin(self.take(len)?)
-            }
-            0xc5 => {
-                let len = self.len::<2>()?;
-                Value::Bin(self.take(len)?)
-            }
-            0xc6 => {
-                let len = self.len::<4>()?;
-                Value::Bin(self.take(len)?)
-            }
-            0xc7 => {
-                let len = self.len::<1>()?;
-                self.ext(len)?
-            }
-            0xc8 => {
-                let len = self.len::<2>()?;
-                self.ext(len)?
-            }
-            0xc9 => {
-                let len = self.len::<4>()?;
-                self.ext(len)?
-            }
+            0xc4 => self.bin::<1>()?,
+            0xc5 => self.bin::<2>()?,
+            0xc6 => self.bin::<4>()?,
+            0xc7 => self.ext_sized::<1>()?,
+            0xc8 => self.ext_sized::<2>()?,
+            0xc9 => self.ext_sized::<4>()?,
             0xca => Value::F32(f32::from_be_bytes(self.be()?)),
             0xcb => Value::F64(f64::from_be_bytes(self.be()?)),
             0xcc => Value::Uint(u64::from(u8::from_be_bytes(self.be()?))),
@@ -192,34 +204,13 @@ impl<'a> Reader<'a> {
             0xd6 => self.ext(4)?,
             0xd7 => self.ext(8)?,
             0xd8 => self.ext(16)?,
-            0xd9 => {
-                let len = self.len::<1>()?;
-                Value::Str(self.take(len)?)
-            }
-            0xda => {
-                let len = self.len::<2>()?;
-                Value::Str(self.take(len)?)
-            }
-            0xdb => {
-                let len = self.len::<4>()?;
-                Value::Str(self.take(len)?)
-            }
-            0xdc => {
-                let len = self.len::<2>()?;
-                self.array(len)?
-            }
-            0xdd => {
-                let len = self.len::<4>()?;
-                self.array(len)?
-            }
-            0xde => {
-                let len = self.len::<2>()?;
-                self.map(len)?
-            }
-            0xdf => {
-                let len = self.len::<4>()?;
-                self.map(len)?
-            }
+            0xd9 => self.str::<1>()?,
+            0xda => self.str::<2>()?,
+            0xdb => self.str::<4>()?,
+            0xdc => self.array_sized::<2>()?,
+            0xdd => self.array_sized::<4>()?,
+            0xde => self.map_sized::<2>()?,
+            0xdf => self.map_sized::<4>()?,
             0xe0..=0xff => Value::Int(i64::from(marker as i8)),
         })
     }

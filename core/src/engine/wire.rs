@@ -8,7 +8,9 @@
 use super::error::DecodeError;
 use super::msgpack::{Reader, Value};
 
-/// Every field name the event decoders read, in either encoding.
+/// Every field name the event decoders read, in either encoding: `"type"` (a map event's
+/// tag), vLLM's `BlockStored` fields in their array order ([`VLLM_STORED`]), then SGLang's
+/// `cache_salt`.
 const FIELD_NAMES: [&str; 17] = [
     "type",
     "block_hashes",
@@ -28,6 +30,10 @@ const FIELD_NAMES: [&str; 17] = [
     "lookahead_token_ids",
     "cache_salt",
 ];
+
+/// vLLM `BlockStored` fields after the tag, in declaration order (all generations): the names
+/// between `"type"` and `"cache_salt"` in [`FIELD_NAMES`].
+pub(crate) const VLLM_STORED: &[&str] = FIELD_NAMES.split_at(1).1.split_at(15).0;
 
 fn field_index(name: &[u8]) -> Option<usize> {
     FIELD_NAMES
@@ -204,6 +210,13 @@ mod tests {
 
     fn folded(bytes: &[u8]) -> Option<u64> {
         fold_hash(&Reader::new(bytes).next().unwrap())
+    }
+
+    #[test]
+    fn vllm_stored_layout_is_the_middle_of_the_field_names() {
+        assert_eq!(VLLM_STORED.len(), 15);
+        assert_eq!(VLLM_STORED.first(), Some(&"block_hashes"));
+        assert_eq!(VLLM_STORED.last(), Some(&"lookahead_token_ids"));
     }
 
     #[test]
