@@ -15,11 +15,15 @@
 // Engine events: Indexer::apply_engine_batch() decodes and applies one msgpack KVEventBatch
 // payload as vLLM, SGLang or TensorRT-LLM publish it; kvidx::EngineFeed (move-only, owns a
 // kvidx_engine_feed) adds per-publisher tracking of the 8-byte batch sequence (gaps, restarts).
-// Bytes that are not a batch give Errc::malformed and change nothing.
+// Bytes that are not a batch give Errc::malformed, payloads above max_engine_payload bytes
+// Errc::too_large; either way nothing changes. EngineFeed::remove_worker() removes a worker
+// from the indexer and forgets its publishers in the feed; EngineFeed::forget() forgets one.
 //
-// Thread safety: as the C ABI. Every member function of one Indexer (or EngineFeed) may be
-// called from any number of threads at once, except destruction and move-assignment, which must
-// not overlap any other call on that object. A MatchBuffer belongs to one thread at a time.
+// Thread safety: as the C ABI, whose rule is "a const handle may be used by any number of
+// threads at once". Every member function of one Indexer (or EngineFeed) is const for that
+// reason (except release()) and may be called from any number of threads at once; destruction
+// and move-assignment must not overlap any other call on that object. A MatchBuffer belongs to
+// one thread at a time.
 #ifndef KVIDX_HPP
 #define KVIDX_HPP
 
@@ -48,6 +52,7 @@ enum class Errc : std::uint32_t {
   panic = KVIDX_ERR_PANIC,                     ///< An internal bug was caught at the boundary.
   poisoned = KVIDX_ERR_POISONED,               ///< A panic happened earlier on this handle.
   malformed = KVIDX_ERR_MALFORMED,  ///< Engine payload is not a valid batch; nothing applied.
+  too_large = KVIDX_ERR_TOO_LARGE,  ///< Engine payload above max_engine_payload; nothing applied.
 };
 
 /// The outcome of a call that returns no value: Errc::ok or an error code.
@@ -323,19 +328,32 @@ class MatchBuffer {
   return out;
 }
 
-/// Indexer settings (kvidx_config); the defaults are the library's (kvidx_config_default).
+/// Indexer settings (kvidx_config plus kvidx_queue_limits); the defaults are the library's
+/// (kvidx_config_default, kvidx_queue_limits_default). Out-of-range values make
+/// Indexer::create return Errc::invalid_argument.
 struct Config {
-  Backend backend;             ///< Which index backend.
+  Backend backend;              ///< Which index backend.
   std::uint32_t event_threads;  ///< 0: events applied synchronously on the caller's thread.
   std::uint32_t jump_size;      ///< Positional backend; 0 = the library's default.
+  /// Events each event thread may have queued before apply calls block; 0 = the default
+  /// (4096); at most 1048576.
+  std::uint64_t queue_capacity = 0;
+  /// Bytes of queued work each event thread may hold before apply calls block; 0 = the
+  /// default (32 MiB). An event larger than the budget is still accepted on its own.
+  std::uint64_t queue_bytes = 0;
 
   /// The library's defaults.
   Config() noexcept : Config(kvidx_config_default()) {}
-  /// Settings taken from a C config.
+  /// Settings taken from a C config (default queue limits).
   explicit Config(const kvidx_config& c) noexcept
       : backend(static_cast<Backend>(c.backend)),
         event_threads(c.event_threads),
         jump_size(c.jump_size) {}
+  /// Settings taken from a C config and C queue limits.
+  Config(const kvidx_config& c, const kvidx_queue_limits& limits) noexcept : Config(c) {
+    queue_capacity = limits.queue_capacity;
+    queue_bytes = limits.queue_bytes;
+  }
   /// The equivalent C config.
   [[nodiscard]] kvidx_config to_c() const noexcept {
     kvidx_config c{};
@@ -343,6 +361,13 @@ struct Config {
     c.event_threads = event_threads;
     c.jump_size = jump_size;
     return c;
+  }
+  /// The equivalent C queue limits.
+  [[nodiscard]] kvidx_queue_limits limits_to_c() const noexcept {
+    kvidx_queue_limits l = kvidx_queue_limits_default();
+    l.queue_capacity = queue_capacity;
+    l.queue_bytes = queue_bytes;
+    return l;
   }
 };
 
@@ -386,6 +411,10 @@ enum class FeedFlags : std::uint32_t {
 /// envelope has none).
 inline constexpr std::uint32_t dp_rank_from_batch = KVIDX_DP_RANK_FROM_BATCH;
 
+/// The largest engine payload accepted, in bytes (KVIDX_ENGINE_MAX_PAYLOAD); a larger one is
+/// Errc::too_large.
+inline constexpr std::size_t max_engine_payload = KVIDX_ENGINE_MAX_PAYLOAD;
+
 /// The 8-byte big-endian sequence frame engines send before each payload, for a known number.
 [[nodiscard]] constexpr std::array<std::uint8_t, 8> seq_frame(std::uint64_t seq) noexcept {
   std::array<std::uint8_t, 8> frame{};
@@ -416,11 +445,13 @@ using EngineStats = kvidx_engine_stats;
 /// An index of cached KV blocks across workers. Move-only; owns its C handle.
 class Indexer {
  public:
-  /// Creates an indexer with `config`.
+  /// Creates an indexer with `config` (kvidx_new_with_limits). Errc::invalid_argument for any
+  /// setting out of range.
   [[nodiscard]] static Result<Indexer> create(const Config& config = Config()) noexcept {
     const kvidx_config c = config.to_c();
+    const kvidx_queue_limits l = config.limits_to_c();
     kvidx_indexer* raw = nullptr;
-    const Status s = Status::from_c(kvidx_new(&c, &raw));
+    const Status s = Status::from_c(kvidx_new_with_limits(&c, &l, &raw));
     if (!s) return s;
     return Indexer(raw);
   }
@@ -448,27 +479,27 @@ class Indexer {
   [[nodiscard]] kvidx_indexer* release() noexcept { return handle_.release(); }
 
   /// Applies (synchronous mode) or queues (event threads) one event.
-  [[nodiscard]] Status apply(const Event& event) noexcept {
+  [[nodiscard]] Status apply(const Event& event) const noexcept {
     return Status::from_c(kvidx_apply_event(handle_.get(), &event));
   }
   /// Applies or queues events in order; if any is malformed, none is applied (C ABI rules).
-  [[nodiscard]] Status apply(Span<Event> events) noexcept {
+  [[nodiscard]] Status apply(Span<Event> events) const noexcept {
     return Status::from_c(kvidx_apply_events(handle_.get(), events.data(), events.size()));
   }
   /// Pointer + size form of apply(Span<Event>).
-  [[nodiscard]] Status apply(const Event* events, std::size_t n) noexcept {
+  [[nodiscard]] Status apply(const Event* events, std::size_t n) const noexcept {
     return apply(Span<Event>(events, n));
   }
   /// Drops and forgets every dp_rank of worker `worker_id` (ordered after its queued events).
-  [[nodiscard]] Status remove_worker(std::uint64_t worker_id) noexcept {
+  [[nodiscard]] Status remove_worker(std::uint64_t worker_id) const noexcept {
     return Status::from_c(kvidx_remove_worker(handle_.get(), worker_id));
   }
   /// Drops and forgets one (worker_id, dp_rank).
-  [[nodiscard]] Status remove_worker(Worker worker) noexcept {
+  [[nodiscard]] Status remove_worker(Worker worker) const noexcept {
     return Status::from_c(kvidx_remove_worker_dp_rank(handle_.get(), worker.id, worker.rank));
   }
   /// Barrier: returns once every event accepted before the call is applied.
-  [[nodiscard]] Status flush() noexcept { return Status::from_c(kvidx_flush(handle_.get())); }
+  [[nodiscard]] Status flush() const noexcept { return Status::from_c(kvidx_flush(handle_.get())); }
 
   /// Finds, per worker, the depth of the longest prefix of `local_hashes` it holds, into `out`
   /// (deepest first, then worker id, then dp_rank). Grows `out` if needed and retries, so the
@@ -507,13 +538,14 @@ class Indexer {
   /// Decodes one engine payload (the last frame of the engine's ZMQ message) completely, then
   /// applies its events to (worker_id, dp_rank); pass dp_rank_from_batch for the envelope's
   /// rank. No sequence tracking (see EngineFeed); GPU medium and KV-cache group 0 only.
-  /// Errc::malformed: the bytes are not a batch of `format`, nothing was applied;
-  /// Errc::invalid_argument: unknown format. In synchronous mode a STORED whose parent is
+  /// Errc::malformed: the bytes are not a batch of `format`; Errc::too_large: more than
+  /// max_engine_payload bytes (nothing was applied either way); Errc::invalid_argument:
+  /// unknown format. In synchronous mode a STORED whose parent is
   /// missing is counted in events_rejected and the call still succeeds.
   [[nodiscard]] Result<EngineBatchResult> apply_engine_batch(EngineFormat format,
                                                             std::uint64_t worker_id,
                                                             std::uint32_t dp_rank,
-                                                            Span<std::uint8_t> payload) noexcept {
+                                                            Span<std::uint8_t> payload) const noexcept {
     kvidx_engine_batch_result r{};
     const Status s = Status::from_c(
         kvidx_apply_engine_batch(handle_.get(), static_cast<std::uint32_t>(format), worker_id,
@@ -581,10 +613,10 @@ class EngineFeed {
   /// the result's seq() and cleared() tell. Errc::malformed: the payload is not a batch,
   /// nothing was applied and the sequence was not recorded (the next batch reports a gap);
   /// Errc::invalid_argument: a sequence frame that is not 8 bytes (checked first).
-  [[nodiscard]] Result<EngineBatchResult> apply(Indexer& indexer, std::uint64_t worker_id,
+  [[nodiscard]] Result<EngineBatchResult> apply(const Indexer& indexer, std::uint64_t worker_id,
                                                 std::uint32_t dp_rank,
                                                 Span<std::uint8_t> seq_frame,
-                                                Span<std::uint8_t> payload) noexcept {
+                                                Span<std::uint8_t> payload) const noexcept {
     kvidx_engine_batch_result r{};
     const Status s = Status::from_c(kvidx_engine_feed_apply(
         handle_.get(), indexer.native_handle(), worker_id, dp_rank, seq_frame.data(),
@@ -593,12 +625,45 @@ class EngineFeed {
     return EngineBatchResult(r);
   }
 
-  /// The feed's counters.
+  /// The feed's counters (each saturates at UINT64_MAX).
   [[nodiscard]] Result<EngineStats> stats() const noexcept {
     EngineStats st{};
     const Status s = Status::from_c(kvidx_engine_feed_stats(handle_.get(), &st));
     if (!s) return s;
     return st;
+  }
+
+  /// Forgets one publisher's state (tracked sequence, event ids); the index is untouched. The
+  /// publisher's next batch is SeqStatus::first. True if the feed knew the publisher.
+  [[nodiscard]] Result<bool> forget(Worker publisher) const noexcept {
+    std::uint8_t known = 0;
+    const Status s = Status::from_c(
+        kvidx_engine_feed_forget(handle_.get(), publisher.id, publisher.rank, &known));
+    if (!s) return s;
+    return known != 0;
+  }
+
+  /// Removes every dp rank of `worker_id` from `indexer` (as Indexer::remove_worker) and
+  /// forgets its publishers in this feed. Use it instead of Indexer::remove_worker for workers
+  /// fed through this feed, so a worker that is gone costs the feed nothing.
+  [[nodiscard]] Status remove_worker(const Indexer& indexer,
+                                     std::uint64_t worker_id) const noexcept {
+    return Status::from_c(
+        kvidx_engine_feed_remove_worker(handle_.get(), indexer.native_handle(), worker_id));
+  }
+
+  /// Removes one (worker_id, dp_rank) from `indexer` and forgets that publisher here.
+  [[nodiscard]] Status remove_worker(const Indexer& indexer, Worker worker) const noexcept {
+    return Status::from_c(kvidx_engine_feed_remove_worker_dp_rank(
+        handle_.get(), indexer.native_handle(), worker.id, worker.rank));
+  }
+
+  /// How many publishers the feed holds state for (about 100 bytes each).
+  [[nodiscard]] Result<std::uint64_t> publishers() const noexcept {
+    std::uint64_t n = 0;
+    const Status s = Status::from_c(kvidx_engine_feed_publishers(handle_.get(), &n));
+    if (!s) return s;
+    return n;
   }
 
  private:

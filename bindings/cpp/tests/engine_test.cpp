@@ -31,6 +31,8 @@ static_assert(std::is_nothrow_move_assignable_v<EngineFeed>, "moves must not thr
 static_assert(sizeof(EngineFeed) == sizeof(void*), "the deleter must add no size");
 static_assert(!std::is_convertible_v<kvidx_engine_feed*, EngineFeed>, "adoption is explicit");
 static_assert(static_cast<std::uint32_t>(Errc::malformed) == KVIDX_ERR_MALFORMED);
+static_assert(static_cast<std::uint32_t>(Errc::too_large) == KVIDX_ERR_TOO_LARGE);
+static_assert(kvidx::max_engine_payload == KVIDX_ENGINE_MAX_PAYLOAD);
 static_assert(static_cast<std::uint32_t>(SeqStatus::restart) == KVIDX_SEQ_RESTART);
 static_assert(static_cast<std::uint32_t>(FeedFlags::no_clear_on_gap | FeedFlags::all_media) ==
               (KVIDX_FEED_NO_CLEAR_ON_GAP | KVIDX_FEED_ALL_MEDIA));
@@ -317,6 +319,50 @@ TEST(EngineFeedTest, OneFeedServesConcurrentPublishers) {
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->batches, kThreads * kBatches);
   EXPECT_EQ(st->gaps + st->restarts, 0u);
+}
+
+TEST(EngineFeedTest, ForgetAndRemoveWorkerDropThePublishersState) {
+  const auto idx = make();
+  auto created = EngineFeed::create(EngineFormat::vllm);
+  ASSERT_TRUE(created.ok());
+  const EngineFeed feed = std::move(created).value();
+  const auto payload = fixture(kOneBlock);
+  for (const kvidx::Worker w : {kvidx::Worker{1, 0}, kvidx::Worker{1, 1}, kvidx::Worker{2, 0}}) {
+    ASSERT_TRUE(feed.apply(idx, w.id, w.rank, kvidx::seq_frame(0), payload).ok());
+  }
+  EXPECT_EQ(feed.publishers().value_or(0), 3u);
+  auto known = feed.forget({2, 0});
+  ASSERT_TRUE(known.ok());
+  EXPECT_TRUE(*known);
+  EXPECT_FALSE(feed.forget({2, 0}).value_or(true)) << "unknown publishers are a no-op";
+  EXPECT_EQ(feed.publishers().value_or(0), 2u);
+  // A forgotten publisher starts over.
+  auto r = feed.apply(idx, 2, 0, kvidx::seq_frame(9), payload);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->seq(), SeqStatus::first);
+  // Removing worker 1 through the feed: both ranks leave the index and the feed.
+  ASSERT_TRUE(feed.remove_worker(idx, 1).ok());
+  EXPECT_EQ(feed.publishers().value_or(0), 1u);
+  ASSERT_TRUE(feed.remove_worker(idx, kvidx::Worker{2, 0}).ok());
+  EXPECT_EQ(feed.publishers().value_or(9), 0u);
+  auto st = idx.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->workers, 0u);
+}
+
+TEST(EngineFeedTest, PayloadsAboveTheMaximumAreTooLarge) {
+  const auto idx = make();
+  auto created = EngineFeed::create(EngineFormat::vllm);
+  ASSERT_TRUE(created.ok());
+  const EngineFeed feed = std::move(created).value();
+  auto big = fixture(kOneBlock);
+  big.resize(kvidx::max_engine_payload + 1);
+  EXPECT_EQ(idx.apply_engine_batch(EngineFormat::vllm, 1, 0, big).status(), Errc::too_large);
+  EXPECT_EQ(feed.apply(idx, 1, 0, kvidx::seq_frame(0), big).status(), Errc::too_large);
+  auto st = idx.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->events_applied, 0u);
+  EXPECT_EQ(feed.stats()->batches_malformed, 1u);
 }
 
 }  // namespace

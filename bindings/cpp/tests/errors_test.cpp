@@ -23,7 +23,7 @@ kvidx::Indexer make(std::uint32_t event_threads = 0) {
 
 TEST(Errors, EveryCodeHasADistinctMessage) {
   std::set<std::string> seen;
-  for (std::uint32_t c = KVIDX_OK; c <= KVIDX_ERR_MALFORMED; ++c) {
+  for (std::uint32_t c = KVIDX_OK; c <= KVIDX_ERR_TOO_LARGE; ++c) {
     const Status s(static_cast<Errc>(c));
     ASSERT_NE(s.message(), nullptr);
     EXPECT_GT(std::strlen(s.message()), 0u);
@@ -31,7 +31,7 @@ TEST(Errors, EveryCodeHasADistinctMessage) {
     EXPECT_EQ(s.ok(), c == KVIDX_OK);
     EXPECT_EQ(Status::from_c(static_cast<kvidx_status>(c)).code(), static_cast<Errc>(c));
   }
-  EXPECT_EQ(seen.size(), 9u);
+  EXPECT_EQ(seen.size(), 10u);
   EXPECT_STREQ(Status(Errc::malformed).message(), kvidx_status_str(KVIDX_ERR_MALFORMED));
   EXPECT_NE(Status(static_cast<Errc>(99)).message(), nullptr) << "unknown codes too";
 }
@@ -50,6 +50,35 @@ TEST(Errors, DefaultConfigComesFromTheLibrary) {
   EXPECT_EQ(static_cast<std::uint32_t>(cfg.backend), c.backend);
   EXPECT_EQ(cfg.event_threads, c.event_threads);
   EXPECT_EQ(cfg.jump_size, c.jump_size);
+}
+
+TEST(Errors, QueueLimitsOutOfRangeAreInvalidArgument) {
+  const kvidx::Config defaults;
+  EXPECT_EQ(defaults.queue_capacity, kvidx_queue_limits_default().queue_capacity);
+  EXPECT_EQ(defaults.queue_bytes, kvidx_queue_limits_default().queue_bytes);
+  for (const std::uint64_t capacity : {std::uint64_t{1} << 31, ~std::uint64_t{0},
+                                       (std::uint64_t{1} << 20) + 1}) {
+    kvidx::Config cfg;
+    cfg.event_threads = 2;
+    cfg.queue_capacity = capacity;
+    EXPECT_EQ(kvidx::Indexer::create(cfg).status(), Errc::invalid_argument) << capacity;
+  }
+  // A one-event, one-byte budget still accepts and applies every event (one at a time).
+  kvidx::Config cfg;
+  cfg.event_threads = 2;
+  cfg.queue_capacity = 1;
+  cfg.queue_bytes = 1;
+  auto created = kvidx::Indexer::create(cfg);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  const kvidx::Indexer idx = std::move(created).value();
+  const kvidx::Block block{5, 50};
+  for (std::uint64_t w = 0; w < 40; ++w) {
+    ASSERT_TRUE(idx.apply(kvidx::stored({w, 0}, 0, std::nullopt, {&block, 1})).ok());
+  }
+  ASSERT_TRUE(idx.flush().ok());
+  auto st = idx.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->workers, 40u);
 }
 
 TEST(Errors, BadEventKindIsInvalidArgumentAndAppliesNothing) {
