@@ -210,3 +210,54 @@ impl Indexer {
         self.applier.stats()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(change: impl FnOnce(&mut Config)) -> Result<Indexer, Error> {
+        let mut config = Config::default();
+        change(&mut config);
+        Indexer::new(config)
+    }
+
+    #[test]
+    fn every_setting_out_of_range_is_an_invalid_argument() {
+        let invalid = |r: Result<Indexer, Error>| matches!(r, Err(Error::InvalidArgument(_)));
+        assert!(invalid(with(|c| c.event_threads = MAX_EVENT_THREADS + 1)));
+        assert!(invalid(with(|c| c.event_threads = usize::MAX)));
+        assert!(invalid(with(|c| c.queue_capacity = MAX_QUEUE_CAPACITY + 1)));
+        assert!(invalid(with(|c| c.queue_capacity = 1 << 31)));
+        assert!(invalid(with(|c| c.queue_capacity = usize::MAX)));
+        assert!(invalid(with(|c| c.jump_size = MAX_JUMP_SIZE + 1)));
+        assert!(invalid(with(|c| c.jump_size = usize::MAX)));
+        let backend = Box::new(ReferenceIndex::new());
+        let config = Config {
+            queue_capacity: usize::MAX,
+            ..Config::default()
+        };
+        assert!(invalid(Indexer::with_backend(backend, config)));
+    }
+
+    #[test]
+    fn every_setting_at_its_bound_builds() {
+        with(|c| {
+            c.queue_capacity = MAX_QUEUE_CAPACITY;
+            c.queue_bytes = usize::MAX;
+            c.jump_size = MAX_JUMP_SIZE;
+        })
+        .expect("largest queue, budget and jump");
+        // The largest pool: queues preallocate nothing, so this is cheap.
+        let many = with(|c| c.event_threads = MAX_EVENT_THREADS).expect("1024 event threads");
+        many.remove_worker(7).unwrap();
+        many.flush().unwrap();
+        with(|c| {
+            c.event_threads = 2;
+            c.queue_capacity = 1;
+            c.queue_bytes = 1;
+        })
+        .expect("the smallest bounds: one write at a time")
+        .apply_events((0..10).map(|i| Event::cleared(Worker::new(i, 0), 0)))
+        .unwrap();
+    }
+}
