@@ -8,15 +8,18 @@
 //!     [--endpoint ... --replay ...] [--worker-id 7] [--format vllm|sglang|trtllm] \
 //!     [--topic kv@] [--block-size 16] [--query NAME=FIRST-LAST ...] \
 //!     [--idle-ms 1000] [--max-seconds 60] [--connect-timeout-ms 2000] \
-//!     [--replay-max-batches 10000] [--replay-max-bytes 67108864] [--replay-timeout-ms 10000]
+//!     [--replay-max-batches 10000] [--replay-max-bytes 67108864] [--replay-timeout-ms 10000] \
+//!     [--max-message-bytes 67108864]
 //! ```
 //! The i-th `--endpoint` is DP rank i; `--replay -` means that rank has no replay socket.
 //! Endpoints that refuse, drop or garble the connection are connected to again until the
 //! end; a replay reply beyond the `--replay-max-*` limits or the timeout counts as a failed
-//! replay (the worker is cleared, as without replay).
+//! replay (the worker is cleared, as without replay). A peer's frames and messages are bounded
+//! by `--max-message-bytes` (beyond: the connection is dropped and made again); see `zmtp`.
 
 mod publisher;
 mod replay;
+mod zmtp;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +43,7 @@ struct Options {
     max: Duration,
     connect_timeout: Duration,
     replay_limits: ReplayLimits,
+    limits: zmtp::Limits,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
@@ -55,6 +59,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
         max: Duration::from_secs(60),
         connect_timeout: Duration::from_secs(2),
         replay_limits: ReplayLimits::default(),
+        limits: zmtp::Limits::default(),
     };
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
@@ -88,6 +93,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--max-seconds" => o.max = Duration::from_secs(num(value()?)?),
             "--connect-timeout-ms" => {
                 o.connect_timeout = Duration::from_millis(num(value()?)?.max(1))
+            }
+            "--max-message-bytes" => {
+                let n = num(value()?)?.max(1);
+                o.limits.max_frame = n;
+                o.limits.max_message = n;
             }
             "--replay-max-batches" => o.replay_limits.max_batches = num(value()?)? as usize,
             "--replay-max-bytes" => o.replay_limits.max_bytes = num(value()?)? as usize,
@@ -183,6 +193,7 @@ async fn run(o: Options) -> i32 {
                 o.format,
                 Arc::clone(&indexer),
                 timing,
+                o.limits,
                 o.replay_limits,
             );
             tokio::spawn(fut)

@@ -14,11 +14,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::replay::{self, ReplayLimits};
+use crate::zmtp::{self, Connection, SocketType};
 use kvidx::engine::{parse_seq_frame, EngineFeed, FeedConfig, Format, SeqStatus};
 use kvidx::{Indexer, Worker};
-use zeromq::{DealerSocket, Socket, SocketOptions, SocketRecv, SubSocket};
-
-use crate::replay::{self, ReplayLimits};
 
 /// Where one publisher is and who it is.
 #[derive(Debug, Clone)]
@@ -67,29 +66,18 @@ pub struct Timing {
     pub max_backoff: Duration,
 }
 
-/// Connects a SUB socket to `endpoint` and subscribes to `topic`, within `timeout`.
-async fn connect_sub(endpoint: &str, topic: &str, timeout: Duration) -> Result<SubSocket, String> {
-    let mut options = SocketOptions::default();
-    options.connect_timeout(timeout);
-    let mut sub = SubSocket::with_options(options);
-    tokio::time::timeout(timeout, sub.connect(endpoint))
+/// Connects to a PUB endpoint and subscribes to `topic`, within `timeout`.
+async fn connect_sub(
+    endpoint: &str,
+    topic: &str,
+    limits: zmtp::Limits,
+    timeout: Duration,
+) -> Result<Connection, String> {
+    let mut sub = Connection::connect(endpoint, SocketType::Sub, limits, timeout).await?;
+    sub.subscribe(topic.as_bytes())
         .await
-        .map_err(|_| format!("{endpoint}: connect timed out"))?
-        .map_err(|e| format!("{endpoint}: {e}"))?;
-    sub.subscribe(topic).await.map_err(|e| e.to_string())?;
+        .map_err(|e| format!("{endpoint}: subscribe: {e}"))?;
     Ok(sub)
-}
-
-/// Connects a DEALER socket to a replay endpoint within `timeout`.
-async fn connect_dealer(endpoint: &str, timeout: Duration) -> Result<DealerSocket, String> {
-    let mut options = SocketOptions::default();
-    options.connect_timeout(timeout);
-    let mut dealer = DealerSocket::with_options(options);
-    tokio::time::timeout(timeout, dealer.connect(endpoint))
-        .await
-        .map_err(|_| format!("{endpoint}: connect timed out"))?
-        .map_err(|e| format!("{endpoint}: {e}"))?;
-    Ok(dealer)
 }
 
 /// Subscribes and applies batches until idle or the deadline. A PUB endpoint that refuses
@@ -102,10 +90,11 @@ pub async fn run(
     format: Format,
     indexer: Arc<Indexer>,
     timing: Timing,
+    limits: zmtp::Limits,
     replay_limits: ReplayLimits,
 ) -> Result<Report, String> {
-    let mut sub: Option<SubSocket> = None;
-    let mut dealer: Option<DealerSocket> = None;
+    let mut sub: Option<Connection> = None;
+    let mut dealer: Option<Connection> = None;
     let mut backoff = INITIAL_BACKOFF;
     let mut feed = EngineFeed::new(FeedConfig::new(format));
     let worker = source.worker;
@@ -124,7 +113,7 @@ pub async fn run(
             break;
         }
         let Some(socket) = sub.as_mut() else {
-            match connect_sub(&source.endpoint, &topic, timing.connect_timeout).await {
+            match connect_sub(&source.endpoint, &topic, limits, timing.connect_timeout).await {
                 Ok(s) => {
                     sub = Some(s);
                     report.connects += 1;
@@ -148,13 +137,16 @@ pub async fn run(
                     worker.dp_rank, source.endpoint
                 );
                 report.disconnects += 1;
-                sub = None; // dropping the socket ends its connections and tasks
+                sub = None; // dropping it closes the connection
                 continue;
             }
             Ok(Ok(m)) => m,
         };
         last_message = Some(Instant::now());
-        let frames = message.into_vec();
+        let frames = message;
+        if !frames[0].starts_with(topic.as_bytes()) {
+            continue; // a publisher need not filter
+        }
         let seq = match frames.as_slice() {
             [_topic, seq, _payload] => parse_seq_frame(seq),
             _ => None,
@@ -175,7 +167,13 @@ pub async fn run(
             report.gaps_detected += 1;
             if let Some(endpoint) = &source.replay {
                 if dealer.is_none() {
-                    match connect_dealer(endpoint, timing.connect_timeout).await {
+                    let connected = Connection::connect(
+                        endpoint,
+                        SocketType::Dealer,
+                        limits,
+                        timing.connect_timeout,
+                    );
+                    match connected.await {
                         Ok(d) => dealer = Some(d),
                         Err(e) => eprintln!("dp_rank {}: replay {e}", worker.dp_rank),
                     }
@@ -248,7 +246,7 @@ mod tests {
     use std::io::Write;
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::sync::atomic::{AtomicBool, Ordering};
-    use zeromq::{PubSocket, SocketSend, ZmqMessage};
+    use zeromq::{PubSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
     /// A vLLM 0.33 batch of 3 events (the committed engine fixture).
     const BATCH: &[u8] =
@@ -326,6 +324,7 @@ mod tests {
             Format::Vllm,
             Arc::clone(&indexer),
             timing,
+            zmtp::Limits::default(),
             ReplayLimits::default(),
         ));
         // Publish a batch every 20 ms until batches are applied after the cut (at most 20 s).
@@ -424,6 +423,7 @@ mod tests {
             Format::Vllm,
             Arc::clone(&indexer),
             timing,
+            zmtp::Limits::default(),
             limits,
         ));
         // Sequences 0 (until the subscription is in), then 2 (gap: endless replay), 3, 5 (gap:

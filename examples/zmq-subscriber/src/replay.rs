@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kvidx::engine::{parse_seq_frame, REPLAY_END_SEQ};
-use zeromq::{DealerSocket, SocketRecv, SocketSend, ZmqMessage};
+
+use crate::zmtp::Connection;
 
 /// One replayed batch: its sequence number and payload.
 pub struct Replayed {
@@ -51,14 +52,13 @@ impl Default for ReplayLimits {
 /// caller checks the first sequence number. Fails, keeping nothing, when the reply exceeds a
 /// limit, a message does not arrive in time, or a message is not a replay reply.
 pub async fn fetch(
-    dealer: &mut DealerSocket,
+    dealer: &mut Connection,
     start_seq: u64,
     limits: &ReplayLimits,
 ) -> Result<Vec<Replayed>, String> {
     let deadline = Instant::now() + limits.total;
-    let mut request = ZmqMessage::from(Vec::<u8>::new());
-    request.push_back(Bytes::copy_from_slice(&start_seq.to_be_bytes()));
-    tokio::time::timeout(limits.wait, dealer.send(request))
+    let request: [&[u8]; 2] = [b"", &start_seq.to_be_bytes()];
+    tokio::time::timeout(limits.wait, dealer.send(&request))
         .await
         .map_err(|_| "replay request: not sent in time".to_string())?
         .map_err(|e| format!("replay request: {e}"))?;
@@ -77,13 +77,13 @@ pub async fn fetch(
             })?
             .map_err(|e| format!("replay: {e}"))?;
         bytes = bytes.saturating_add(reply.iter().map(|f| f.len()).sum::<usize>());
+        let mut frames = reply;
         if bytes > limits.max_bytes {
             return Err(format!(
                 "replay: reply larger than {} bytes (--replay-max-bytes)",
                 limits.max_bytes
             ));
         }
-        let mut frames = reply.into_vec();
         if frames.first().is_some_and(|f| f.is_empty()) {
             frames.remove(0);
         }
@@ -109,7 +109,8 @@ pub async fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zeromq::{RouterSocket, Socket};
+    use crate::zmtp::{Limits, SocketType};
+    use zeromq::{RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
     /// A ROUTER that answers the first request with `batches` batches of `size` bytes, one
     /// every `every`, and then (if `end`) the end marker; it returns its endpoint.
@@ -143,10 +144,11 @@ mod tests {
         endpoint
     }
 
-    async fn dealer(endpoint: &str) -> DealerSocket {
-        let mut d = DealerSocket::new();
-        d.connect(endpoint).await.unwrap();
-        d
+    async fn dealer(endpoint: &str) -> Connection {
+        let limits = Limits::default();
+        Connection::connect(endpoint, SocketType::Dealer, limits, Duration::from_secs(5))
+            .await
+            .unwrap()
     }
 
     fn limits(max_batches: usize, max_bytes: usize, total: Duration) -> ReplayLimits {
