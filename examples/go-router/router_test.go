@@ -294,8 +294,11 @@ func TestBadRequests(t *testing.T) {
 		s.wantError(c.method, c.path, c.body, http.StatusBadRequest, c.want)
 	}
 	s.wantError("DELETE", "/requests/77", "", http.StatusNotFound, "no such request")
-	if got := s.metric("router_bad_requests_total"); got != "29" {
-		t.Fatalf("bad requests %s, want 29 (every 4xx)", got)
+	s.wantError("GET", "/events", "", http.StatusMethodNotAllowed, "/events takes POST, not GET")
+	s.wantError("POST", "/workers/3", "", http.StatusMethodNotAllowed, "/workers/{id} takes DELETE, not POST")
+	s.wantError("GET", "/nope", "", http.StatusNotFound, "no such endpoint: /nope")
+	if got := s.metric("router_bad_requests_total"); got != "32" {
+		t.Fatalf("bad requests %s, want 32 (every 4xx)", got)
 	}
 	for _, name := range []string{"kvidx_workers", "router_workers", "router_events_received_total", "kvidx_events_applied_total"} {
 		if got := s.metric(name); got != "0" {

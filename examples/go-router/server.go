@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,8 +61,9 @@ type errorResponse struct {
 //	DELETE /workers/{id}        forget a worker (all dp ranks)
 //	GET    /metrics             Prometheus text
 //
-// Statuses: 400 bad input, 408 body not received in time, 409 worker limit reached,
-// 413 body larger than maxBody, 404 unknown request, 503 no worker known yet.
+// Statuses: 400 bad input, 404 unknown request or endpoint, 405 wrong method, 408 body not
+// received in time, 409 worker limit reached, 413 body larger than maxBody, 503 no worker
+// known yet.
 func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64) http.Handler {
 	s := &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics()}
 	mux := http.NewServeMux()
@@ -70,7 +72,31 @@ func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64) h
 	mux.HandleFunc("DELETE /requests/{id}", s.deleteRequest)
 	mux.HandleFunc("DELETE /workers/{id}", s.deleteWorker)
 	mux.HandleFunc("GET /metrics", s.getMetrics)
+	mux.HandleFunc("/", s.unknown)
 	return mux
+}
+
+// allowed is the method each route of the API takes, by path (ids replaced by {id}).
+var allowed = map[string]string{
+	"/events": "POST", "/route": "POST", "/metrics": "GET",
+	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE",
+}
+
+// unknown answers what no route took: 405 for a known path with another method, else 404,
+// both with a JSON body (the mux's own answers are plain text).
+func (s *server) unknown(w http.ResponseWriter, req *http.Request) {
+	path := req.URL.Path
+	for _, prefix := range []string{"/requests/", "/workers/"} {
+		if rest, ok := strings.CutPrefix(path, prefix); ok && rest != "" && !strings.Contains(rest, "/") {
+			path = prefix + "{id}"
+		}
+	}
+	if method, ok := allowed[path]; ok {
+		w.Header().Set("Allow", method)
+		s.fail(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s takes %s, not %s", path, method, req.Method))
+		return
+	}
+	s.fail(w, http.StatusNotFound, "no such endpoint: "+req.URL.Path)
 }
 
 // fail answers an error status with a JSON body; 4xx answers count as bad requests.
