@@ -36,6 +36,10 @@ func (f EngineFormat) String() string {
 	}
 }
 
+// MaxEnginePayload is the largest engine payload accepted, in bytes (32 MiB); a larger one
+// fails with [ErrTooLarge] and nothing of it is read or applied.
+const MaxEnginePayload = 32 << 20
+
 // DPRankFromBatch, passed as the dp rank of [Indexer.ApplyEngineBatch] or [EngineFeed.Apply],
 // takes the rank from the batch's envelope (0 when the envelope has none).
 const DPRankFromBatch uint32 = math.MaxUint32
@@ -202,7 +206,8 @@ func bytesPtr(b []byte) *byte {
 // from the published tokens. There is no sequence tracking: use an [EngineFeed] for that.
 //
 // Bytes that are not a batch of format (including an empty payload) fail with
-// [ErrMalformed] and change nothing; an unknown format fails with [ErrInvalidArgument]. In
+// [ErrMalformed], a payload above [MaxEnginePayload] bytes with [ErrTooLarge]; either way
+// nothing changes. An unknown format fails with [ErrInvalidArgument]. In
 // synchronous mode a store whose parent is missing is counted in EventsRejected and the call
 // still succeeds. The library keeps no reference to payload.
 func (ix *Indexer) ApplyEngineBatch(format EngineFormat, workerID uint64, dpRank uint32, payload []byte) (EngineBatchResult, error) {
@@ -275,8 +280,9 @@ func (f *EngineFeed) Close() error {
 // or empty for no tracking. After a gap or a restart the worker is cleared before the batch
 // is applied, unless the feed's flags say otherwise; the result's Seq and WorkerCleared tell.
 //
-// A payload that is not a batch fails with [ErrMalformed]: nothing is applied and the
-// sequence is not recorded, so the next batch reports a gap. A sequence frame that is not 8
+// A payload that is not a batch fails with [ErrMalformed] (above [MaxEnginePayload] bytes:
+// [ErrTooLarge]): nothing is applied and the sequence is not recorded, so the next batch
+// reports a gap. A sequence frame that is not 8
 // bytes fails with [ErrInvalidArgument] (checked first, counted nowhere). A closed feed or
 // indexer gives [ErrClosed], a nil indexer [ErrNullPointer].
 func (f *EngineFeed) Apply(ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte) (EngineBatchResult, error) {
@@ -315,4 +321,67 @@ func (f *EngineFeed) Stats() (EngineStats, error) {
 	}
 	st := libFeedStats(f.h, &s)
 	return s, check(op, st)
+}
+
+// Forget drops the feed's state for one publisher (workerID, dpRank): its tracked sequence
+// (its next batch reports [SeqFirst]) and its event-id counter, about 100 bytes. The index is
+// not touched. It reports whether the feed knew the publisher; forgetting an unknown one is
+// a no-op.
+func (f *EngineFeed) Forget(workerID uint64, dpRank uint32) (bool, error) {
+	const op = "EngineFeed.Forget"
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.h == nilFeed {
+		return false, closedError(op)
+	}
+	known, st := libFeedForget(f.h, workerID, dpRank)
+	return known, check(op, st)
+}
+
+// RemoveWorker removes every dp rank of workerID from ix (as [Indexer.RemoveWorker]) and
+// forgets its publishers in the feed, so a worker that is gone costs the feed nothing. Use
+// it instead of [Indexer.RemoveWorker] for workers fed through this feed.
+func (f *EngineFeed) RemoveWorker(ix *Indexer, workerID uint64) error {
+	return f.remove("EngineFeed.RemoveWorker", ix, func(fh feedHandle, h handle) Status {
+		return libFeedRemoveWorker(fh, h, workerID)
+	})
+}
+
+// RemoveWorkerDpRank removes one (workerID, dpRank) from ix (as
+// [Indexer.RemoveWorkerDpRank]) and forgets that publisher in the feed.
+func (f *EngineFeed) RemoveWorkerDpRank(ix *Indexer, workerID uint64, dpRank uint32) error {
+	return f.remove("EngineFeed.RemoveWorkerDpRank", ix, func(fh feedHandle, h handle) Status {
+		return libFeedRemoveWorkerDpRank(fh, h, workerID, dpRank)
+	})
+}
+
+// remove runs a feed-and-indexer removal with both handles held open.
+func (f *EngineFeed) remove(op string, ix *Indexer, call func(feedHandle, handle) Status) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.h == nilFeed {
+		return closedError(op)
+	}
+	if ix == nil {
+		return check(op, StatusNullPointer)
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.h == nilHandle {
+		return closedError(op)
+	}
+	return check(op, call(f.h, ix.h))
+}
+
+// Publishers returns how many publishers (worker id, dp rank) the feed holds state for:
+// every one it applied a batch for and has not forgotten.
+func (f *EngineFeed) Publishers() (uint64, error) {
+	const op = "EngineFeed.Publishers"
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.h == nilFeed {
+		return 0, closedError(op)
+	}
+	n, st := libFeedPublishers(f.h)
+	return n, check(op, st)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -465,4 +466,86 @@ func BenchmarkApplyEngineBatch(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)*3/b.Elapsed().Seconds(), "events/s")
 	})
+}
+
+func TestEngineFeedForgetsPublishersAndRemovedWorkers(t *testing.T) {
+	ix := mustNew(t, Config{EventThreads: 0})
+	payload := fixture(t, fixOneBlock)
+	feed := mustFeed(t, EngineVLLM, 0)
+	for _, p := range [][2]uint64{{1, 0}, {1, 1}, {2, 0}} {
+		mustFeedApply(t, feed, ix, p[0], uint32(p[1]), seqFrame(0), payload)
+	}
+	if n, err := feed.Publishers(); err != nil || n != 3 {
+		t.Fatalf("Publishers() = %d, %v", n, err)
+	}
+	if known, err := feed.Forget(2, 0); err != nil || !known {
+		t.Fatalf("Forget(2, 0) = %v, %v", known, err)
+	}
+	if known, err := feed.Forget(2, 0); err != nil || known {
+		t.Fatalf("forgetting an unknown publisher: %v, %v", known, err)
+	}
+	// A forgotten publisher starts over.
+	if r := mustFeedApply(t, feed, ix, 2, 0, seqFrame(9), payload); r.Seq != SeqFirst {
+		t.Fatalf("after Forget: %+v", r)
+	}
+	// Removing worker 1 through the feed drops both of its ranks here and in the index.
+	if err := feed.RemoveWorker(ix, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := feed.Publishers(); n != 1 {
+		t.Fatalf("after RemoveWorker: %d publishers", n)
+	}
+	if err := feed.RemoveWorkerDpRank(ix, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := feed.Publishers(); n != 0 {
+		t.Fatalf("after RemoveWorkerDpRank: %d publishers", n)
+	}
+	if st := mustStats(t, ix); st.Workers != 0 {
+		t.Fatalf("index still has %d workers", st.Workers)
+	}
+	wantErr(t, feed.RemoveWorker(nil, 1), ErrNullPointer)
+	_ = feed.Close()
+	_, err := feed.Forget(1, 0)
+	wantErr(t, err, ErrClosed)
+	_, err = feed.Publishers()
+	wantErr(t, err, ErrClosed)
+	wantErr(t, feed.RemoveWorker(ix, 1), ErrClosed)
+}
+
+func TestEnginePayloadAboveTheMaximumIsTooLarge(t *testing.T) {
+	ix := mustNew(t, Config{EventThreads: 0})
+	big := make([]byte, MaxEnginePayload+1)
+	copy(big, fixture(t, fixOneBlock))
+	_, err := ix.ApplyEngineBatch(EngineVLLM, 1, 0, big)
+	wantErr(t, err, ErrTooLarge)
+	feed := mustFeed(t, EngineVLLM, 0)
+	_, err = feed.Apply(ix, 1, 0, seqFrame(0), big)
+	wantErr(t, err, ErrTooLarge)
+	if st, err := feed.Stats(); err != nil || st.BatchesMalformed != 1 || st.Batches != 0 {
+		t.Fatalf("feed stats %+v, %v", st, err)
+	}
+	if st := mustStats(t, ix); st.EventsApplied != 0 {
+		t.Fatalf("applied %d events", st.EventsApplied)
+	}
+}
+
+func TestQueueLimitsAreValidated(t *testing.T) {
+	for _, capacity := range []uint64{1 << 31, math.MaxUint64, 1<<20 + 1} {
+		_, err := New(Config{EventThreads: 2, QueueCapacity: capacity})
+		wantErr(t, err, ErrInvalidArgument)
+	}
+	// A one-event, one-byte budget still accepts and applies every event, one at a time.
+	ix := mustNew(t, Config{EventThreads: 2, QueueCapacity: 1, QueueBytes: 1})
+	for w := uint64(0); w < 40; w++ {
+		if err := ix.ApplyEvent(StoredEvent(w, 0, 0, []Block{{LocalHash: 5, SeqHash: 50}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if st := mustStats(t, ix); st.Workers != 40 {
+		t.Fatalf("workers %d", st.Workers)
+	}
 }

@@ -19,8 +19,9 @@ const (
 	StatusParentNotFound  Status = 4 // synchronous mode only: a stored event's parent is not held
 	StatusShutDown        Status = 5 // the indexer's event threads are gone
 	StatusPanic           Status = 6 // an internal bug was caught at the library's boundary
-	StatusPoisoned        Status = 7 // a panic happened earlier on this indexer; close it
+	StatusPoisoned        Status = 7 // a panic happened earlier on this handle; close it
 	StatusMalformed       Status = 8 // engine ingestion: the payload is not a valid batch
+	StatusTooLarge        Status = 9 // engine ingestion: the payload exceeds MaxEnginePayload
 )
 
 // Sentinel errors, one per failure status, for errors.Is.
@@ -33,6 +34,7 @@ var (
 	ErrPanic           error = StatusPanic
 	ErrPoisoned        error = StatusPoisoned
 	ErrMalformed       error = StatusMalformed
+	ErrTooLarge        error = StatusTooLarge
 )
 
 // ErrClosed is returned by every method of an [Indexer] after [Indexer.Close], and of an
@@ -62,9 +64,11 @@ func (s Status) String() string {
 	case StatusPanic:
 		return "internal panic caught at the boundary"
 	case StatusPoisoned:
-		return "indexer poisoned by an earlier panic"
+		return "handle poisoned by an earlier panic"
 	case StatusMalformed:
 		return "malformed engine payload, nothing applied"
+	case StatusTooLarge:
+		return "engine payload larger than the maximum, nothing applied"
 	default:
 		return "unknown status " + strconv.FormatUint(uint64(s), 10)
 	}

@@ -31,6 +31,13 @@ type cConfig struct {
 	jumpSize     uint32
 }
 
+// cQueueLimits mirrors the C struct kvidx_queue_limits.
+type cQueueLimits struct {
+	_             structs.HostLayout
+	queueCapacity uint64
+	queueBytes    uint64
+}
+
 // eventBatch holds the C-layout copy of one ApplyEvent(s) call: the events and two arenas
 // with every block and removed name of the call. Batches are pooled, so a steady stream of
 // calls allocates nothing.

@@ -18,13 +18,15 @@ type Indexer struct {
 }
 
 // New builds an indexer. It loads the library if needed (purego back end), checks that the
-// library's ABI version is [ABIVersion], and fails with [ErrInvalidArgument] for a bad Config.
+// library's ABI version is [ABIVersion], and fails with [ErrInvalidArgument] for a bad Config
+// (any setting out of range, never a crash).
 func New(cfg Config) (*Indexer, error) {
 	if err := load(); err != nil {
 		return nil, err
 	}
 	c := cConfig{backend: uint32(cfg.Backend), eventThreads: cfg.EventThreads, jumpSize: cfg.JumpSize}
-	h, st := libNew(&c)
+	l := cQueueLimits{queueCapacity: cfg.QueueCapacity, queueBytes: cfg.QueueBytes}
+	h, st := libNew(&c, &l)
 	if err := check("New", st); err != nil {
 		return nil, err
 	}

@@ -274,7 +274,7 @@ func TestConfigAndVersion(t *testing.T) {
 	if err != nil || v == "" || strings.Count(v, ".") < 2 {
 		t.Fatalf("Version() = %q, %v", v, err)
 	}
-	for s := StatusOK; s <= StatusMalformed+1; s++ {
+	for s := StatusOK; s <= StatusTooLarge+1; s++ {
 		if libStatusStr(uint32(s)) == "" {
 			t.Fatalf("library has no text for status %d", s)
 		}

@@ -39,9 +39,26 @@ static kvidx_go_stats kvidx_go_get_stats(const kvidx_indexer *ix) {
 
 typedef struct kvidx_go_new { uint32_t status; kvidx_indexer *ix; } kvidx_go_new;
 
-static kvidx_go_new kvidx_go_new_indexer(kvidx_config cfg) {
+static kvidx_go_new kvidx_go_new_indexer(kvidx_config cfg, kvidx_queue_limits limits) {
 	kvidx_go_new r = {0, NULL};
-	r.status = (uint32_t)kvidx_new(&cfg, &r.ix);
+	r.status = (uint32_t)kvidx_new_with_limits(&cfg, &limits, &r.ix);
+	return r;
+}
+
+typedef struct kvidx_go_u64 { uint32_t status; uint64_t value; } kvidx_go_u64;
+
+static kvidx_go_u64 kvidx_go_feed_forget(const kvidx_engine_feed *feed, uint64_t worker,
+                                         uint32_t rank) {
+	kvidx_go_u64 r = {0, 0};
+	uint8_t known = 0;
+	r.status = (uint32_t)kvidx_engine_feed_forget(feed, worker, rank, &known);
+	r.value = known;
+	return r;
+}
+
+static kvidx_go_u64 kvidx_go_feed_publishers(const kvidx_engine_feed *feed) {
+	kvidx_go_u64 r = {0, 0};
+	r.status = (uint32_t)kvidx_engine_feed_publishers(feed, &r.value);
 	return r;
 }
 
@@ -131,6 +148,12 @@ const (
 	_ = uint(C.sizeof_kvidx_engine_stats - unsafe.Sizeof(EngineStats{}))
 	_ = uint(StatusMalformed - C.KVIDX_ERR_MALFORMED)
 	_ = uint(C.KVIDX_ERR_MALFORMED - StatusMalformed)
+	_ = uint(StatusTooLarge - C.KVIDX_ERR_TOO_LARGE)
+	_ = uint(C.KVIDX_ERR_TOO_LARGE - StatusTooLarge)
+	_ = uint(MaxEnginePayload - C.KVIDX_ENGINE_MAX_PAYLOAD)
+	_ = uint(C.KVIDX_ENGINE_MAX_PAYLOAD - MaxEnginePayload)
+	_ = uint(unsafe.Sizeof(cQueueLimits{}) - C.sizeof_kvidx_queue_limits)
+	_ = uint(C.sizeof_kvidx_queue_limits - unsafe.Sizeof(cQueueLimits{}))
 	_ = uint(EngineVLLM - C.KVIDX_ENGINE_VLLM)
 	_ = uint(C.KVIDX_ENGINE_VLLM - EngineVLLM)
 	_ = uint(EngineSGLang - C.KVIDX_ENGINE_SGLANG)
@@ -186,8 +209,9 @@ func libConfigDefault() Config {
 	return Config{Backend: Backend(c.backend), EventThreads: uint32(c.event_threads), JumpSize: uint32(c.jump_size)}
 }
 
-func libNew(c *cConfig) (handle, Status) {
-	r := C.kvidx_go_new_indexer(*(*C.kvidx_config)(unsafe.Pointer(c)))
+func libNew(c *cConfig, l *cQueueLimits) (handle, Status) {
+	r := C.kvidx_go_new_indexer(*(*C.kvidx_config)(unsafe.Pointer(c)),
+		*(*C.kvidx_queue_limits)(unsafe.Pointer(l)))
 	return r.ix, Status(r.status)
 }
 
@@ -269,4 +293,22 @@ func libFeedStats(f feedHandle, out *EngineStats) Status {
 		*out = *(*EngineStats)(unsafe.Pointer(&r.stats))
 	}
 	return Status(r.status)
+}
+
+func libFeedForget(f feedHandle, worker uint64, rank uint32) (bool, Status) {
+	r := C.kvidx_go_feed_forget(f, C.uint64_t(worker), C.uint32_t(rank))
+	return r.value != 0, Status(r.status)
+}
+
+func libFeedRemoveWorker(f feedHandle, h handle, worker uint64) Status {
+	return Status(C.kvidx_engine_feed_remove_worker(f, h, C.uint64_t(worker)))
+}
+
+func libFeedRemoveWorkerDpRank(f feedHandle, h handle, worker uint64, rank uint32) Status {
+	return Status(C.kvidx_engine_feed_remove_worker_dp_rank(f, h, C.uint64_t(worker), C.uint32_t(rank)))
+}
+
+func libFeedPublishers(f feedHandle) (uint64, Status) {
+	r := C.kvidx_go_feed_publishers(f)
+	return uint64(r.value), Status(r.status)
 }

@@ -40,6 +40,8 @@ var lib struct {
 	new, free, applyEvent, applyEvents, removeWorker, removeWorkerDpRank, flush uintptr
 	findMatches, getStats, hashTokens, seqHashes, debugPanic                    uintptr
 	applyEngineBatch, feedNew, feedFree, feedApply, feedStats                   uintptr
+	newWithLimits, feedForget, feedRemoveWorker, feedRemoveWorkerDpRank         uintptr
+	feedPublishers                                                              uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -102,6 +104,11 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_apply_engine_batch", &lib.applyEngineBatch},
 		{"kvidx_engine_feed_new", &lib.feedNew}, {"kvidx_engine_feed_free", &lib.feedFree},
 		{"kvidx_engine_feed_apply", &lib.feedApply}, {"kvidx_engine_feed_stats", &lib.feedStats},
+		{"kvidx_new_with_limits", &lib.newWithLimits},
+		{"kvidx_engine_feed_forget", &lib.feedForget},
+		{"kvidx_engine_feed_remove_worker", &lib.feedRemoveWorker},
+		{"kvidx_engine_feed_remove_worker_dp_rank", &lib.feedRemoveWorkerDpRank},
+		{"kvidx_engine_feed_publishers", &lib.feedPublishers},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			return err
@@ -135,9 +142,10 @@ func libConfigDefault() Config {
 	return Config{Backend: Backend(c.backend), EventThreads: c.eventThreads, JumpSize: c.jumpSize}
 }
 
-func libNew(c *cConfig) (handle, Status) {
+func libNew(c *cConfig, l *cQueueLimits) (handle, Status) {
 	out := new(uintptr)
-	st := status(purego.SyscallN(lib.new, uintptr(unsafe.Pointer(c)), uintptr(unsafe.Pointer(out))))
+	st := status(purego.SyscallN(lib.newWithLimits, uintptr(unsafe.Pointer(c)),
+		uintptr(unsafe.Pointer(l)), uintptr(unsafe.Pointer(out))))
 	return *out, st
 }
 
@@ -225,4 +233,25 @@ func libFeedApply(f feedHandle, h handle, worker uint64, rank uint32, seq *byte,
 
 func libFeedStats(f feedHandle, out *EngineStats) Status {
 	return status(purego.SyscallN(lib.feedStats, f, uintptr(unsafe.Pointer(out))))
+}
+
+func libFeedForget(f feedHandle, worker uint64, rank uint32) (bool, Status) {
+	known := new(uint8)
+	st := status(purego.SyscallN(lib.feedForget, f, uintptr(worker), uintptr(rank),
+		uintptr(unsafe.Pointer(known))))
+	return *known != 0, st
+}
+
+func libFeedRemoveWorker(f feedHandle, h handle, worker uint64) Status {
+	return status(purego.SyscallN(lib.feedRemoveWorker, f, h, uintptr(worker)))
+}
+
+func libFeedRemoveWorkerDpRank(f feedHandle, h handle, worker uint64, rank uint32) Status {
+	return status(purego.SyscallN(lib.feedRemoveWorkerDpRank, f, h, uintptr(worker), uintptr(rank)))
+}
+
+func libFeedPublishers(f feedHandle) (uint64, Status) {
+	out := new(uint64)
+	st := status(purego.SyscallN(lib.feedPublishers, f, uintptr(unsafe.Pointer(out))))
+	return *out, st
 }

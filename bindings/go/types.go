@@ -43,10 +43,20 @@ type Config struct {
 	EventThreads uint32
 	// JumpSize is the jump size of the positional backend; 0 means the library's default.
 	JumpSize uint32
+	// QueueCapacity is the number of events each event thread may have queued before apply
+	// calls block; 0 means the library's default (4096), more than 1048576 makes [New] fail
+	// with [ErrInvalidArgument].
+	QueueCapacity uint64
+	// QueueBytes is the budget of queued work, in bytes, each event thread may hold before
+	// apply calls block; 0 means the library's default (32 MiB). An event larger than the
+	// budget is still accepted on its own. A value the library cannot accept makes [New] fail
+	// with [ErrInvalidArgument].
+	QueueBytes uint64
 }
 
-// DefaultConfig returns the library's defaults: positional backend, one event thread and the
-// default jump size (the same values as kvidx_config_default).
+// DefaultConfig returns the library's defaults: positional backend, one event thread, the
+// default jump size and queue limits (the same values as kvidx_config_default and
+// kvidx_queue_limits_default).
 func DefaultConfig() Config {
 	return Config{Backend: BackendPositional, EventThreads: 1, JumpSize: 0}
 }
