@@ -24,8 +24,8 @@
  * Ownership: the library keeps no caller pointer after a call returns (event arrays are
  *   copied). A handle from kvidx_new() or kvidx_new_with_limits() is released with
  *   kvidx_free() exactly once, and a feed from kvidx_engine_feed_new() with
- *   kvidx_engine_feed_free() exactly once. Strings returned
- *   are static and must not be freed. Nothing else is allocated for the caller.
+ *   kvidx_engine_feed_free() exactly once. Strings returned are static and must not be freed.
+ *   Nothing else is allocated for the caller.
  *
  * Handles: kvidx_indexer and kvidx_engine_feed are opaque; each holds a poison flag. A panic
  *   caught during a call poisons the handle whose code panicked (a panic while a feed decodes
