@@ -7,6 +7,7 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v cmake >/dev/null || need+=(cmake)
 command -v g++ >/dev/null || need+=(g++)
+command -v make >/dev/null || need+=(make)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 # The engine-event tests' Python side (fixture generator, ZMQ publishers): Debian's packages,
 # never pip (Debian 12's Python refuses pip installs: externally-managed-environment).
