@@ -3,6 +3,15 @@
 set -euo pipefail
 need=()
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
+# Go 1.21 or newer (it fetches the 1.26 toolchain the modules name); Debian 12's golang-go
+# (1.19) cannot build the binding, so it is not installed from apt.
+go_bin="$(command -v go || true)"
+[ -n "$go_bin" ] || { [ -x /usr/local/go/bin/go ] && go_bin=/usr/local/go/bin/go; }
+go_minor="$([ -n "$go_bin" ] && "$go_bin" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')"
+if [ -z "$go_minor" ] || [ "$go_minor" -lt 21 ]; then
+  echo "setup: Go 1.21 or newer is required (found: ${go_bin:-none}): https://go.dev/dl" >&2
+  exit 1
+fi
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v cmake >/dev/null || need+=(cmake)
