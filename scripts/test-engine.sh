@@ -40,7 +40,7 @@ test -x "$fuzz_bin"
 )
 
 echo "== engine: decoding memory (peak heap per payload byte; largest payload under a 2 GiB limit)"
-ENGINE_MEMORY_REPORT=1 cargo test -q -p kvidx --test engine_memory -- --test-threads 1 2>&1 |
+ENGINE_MEMORY_REPORT=1 cargo test -q -p kvidx --test engine_memory -- --test-threads 1 --nocapture 2>&1 |
   grep -E 'B/B|^test result|FAILED|panicked'
 memory_bin=$(cargo test -q -p kvidx --no-run --test engine_memory --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
