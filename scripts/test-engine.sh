@@ -141,4 +141,6 @@ echo "== engine: end-to-end on loopback (no replay: clear on gaps)"
 echo "== engine: end-to-end on loopback (hostile: raw TCP junk, a replay that never ends)"
 "$py" examples/zmq-subscriber/e2e.py "$subscriber" --hostile 2>"$tmp/e2e.log" ||
   { cat "$tmp/e2e.log"; exit 1; }
+echo "== engine: replay soak (${ENGINE_SOAK_SECONDS:-3} s of a reply that never ends; peak RSS < 128 MiB)"
+"$py" examples/zmq-subscriber/e2e.py "$subscriber" --soak "${ENGINE_SOAK_SECONDS:-3}"
 echo "engine: all passed"

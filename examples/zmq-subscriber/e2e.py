@@ -14,7 +14,11 @@ replay socket never ends its reply. The subscriber must connect again each time 
 allocating the announced frame), give up the endless replay at --replay-max-batches (clearing
 the worker) and keep applying live batches.
 
-Usage: python3 e2e.py PATH/TO/kvidx-zmq-subscriber [--no-replay | --hostile]
+With --soak SECONDS (opt-in) the replay socket streams 199-block batches without an end for
+that long; the subscriber's peak RSS must stay under 128 MiB (a 32 MiB reply cap) while it
+keeps failing and re-requesting replays. (Before replies were bounded: 2.5 GiB in 10 s.)
+
+Usage: python3 e2e.py PATH/TO/kvidx-zmq-subscriber [--no-replay | --hostile | --soak SECONDS]
 """
 
 import json
@@ -200,10 +204,73 @@ def hostile(subscriber):
     sys.exit(1 if failures else 0)
 
 
+def rss_kib(pid):
+    """The process's resident set in KiB (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return 0
+
+
+def soak(subscriber, seconds):
+    """An endless replay reply for `seconds`: memory must stay bounded."""
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.XPUB)
+    pub_port = pub.bind_to_random_port("tcp://127.0.0.1")
+    router = ctx.socket(zmq.ROUTER)
+    replay_port = router.bind_to_random_port("tcp://127.0.0.1")
+    cmd = [subscriber, "--worker-id", "7", "--format", "vllm", "--topic", "kv@",
+           "--endpoint", f"tcp://127.0.0.1:{pub_port}", "--replay", f"tcp://127.0.0.1:{replay_port}",
+           "--replay-max-bytes", str(32 << 20), "--idle-ms", str(int(seconds * 1000) + 5000),
+           "--max-seconds", str(int(seconds) + 3)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 20
+    while not (pub.poll(100) and pub.recv().startswith(b"\x01")):
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            sys.exit("e2e soak: the subscriber never subscribed")
+    payload = batch(0, stored(list(range(1, 200)), 1))
+    seq = 0
+    peak = sent = requests = 0
+    identity = None
+    end = time.time() + seconds
+    last_rss = 0.0
+    while time.time() < end and proc.poll() is None:
+        if time.time() - last_rss > 0.5:  # a gap every half second: a new replay request
+            pub.send_multipart([TOPIC, seq.to_bytes(8, "big"), payload])
+            seq += 2
+            peak, last_rss = max(peak, rss_kib(proc.pid)), time.time()
+        while router.poll(0):
+            identity = router.recv_multipart()[0]
+            requests += 1
+        if identity is not None:
+            try:
+                router.send_multipart([identity, b"", TOPIC, sent.to_bytes(8, "big"), payload],
+                                      zmq.NOBLOCK)
+                sent += 1
+            except zmq.Again:
+                time.sleep(0.001)
+    peak = max(peak, rss_kib(proc.pid))
+    out, _ = proc.communicate(timeout=30)
+    summary = json.loads(out.strip().splitlines()[-1])
+    r0 = summary["publishers"][0]
+    print(f"e2e soak: {seconds:g} s, {sent} replayed batches of {len(payload)} bytes sent, "
+          f"{requests} replay requests, {r0['replay_failures']} failed, peak RSS {peak / 1024:.1f} MiB")
+    ok = proc.returncode == 0 and r0["replay_failures"] >= 1 and 0 < peak < 128 * 1024
+    print(f"e2e soak: {'passed' if ok else 'FAILED'}")
+    sys.exit(0 if ok else 1)
+
+
 def main():
     subscriber = sys.argv[1]
     if "--hostile" in sys.argv[2:]:
         hostile(subscriber)
+    if "--soak" in sys.argv[2:]:
+        soak(subscriber, float(sys.argv[sys.argv.index("--soak") + 1]))
     replay = "--no-replay" not in sys.argv[2:]
     ctx = zmq.Context()
     p0 = Publisher(ctx, 0, new_replay_layout=True)
