@@ -117,7 +117,6 @@ pub async fn run(
                 Ok(s) => {
                     sub = Some(s);
                     report.connects += 1;
-                    backoff = INITIAL_BACKOFF;
                 }
                 Err(e) => {
                     eprintln!("dp_rank {}: {e}; connecting again", worker.dp_rank);
@@ -138,11 +137,16 @@ pub async fn run(
                 );
                 report.disconnects += 1;
                 sub = None; // dropping it closes the connection
+                            // A peer that handshakes and then fails at once is not retried in a tight loop.
+                let pause = backoff.min(stop.saturating_duration_since(Instant::now()));
+                tokio::time::sleep(pause).await;
+                backoff = (backoff * 2).min(timing.max_backoff);
                 continue;
             }
             Ok(Ok(m)) => m,
         };
         last_message = Some(Instant::now());
+        backoff = INITIAL_BACKOFF; // the connection works
         let frames = message;
         if !frames[0].starts_with(topic.as_bytes()) {
             continue; // a publisher need not filter
@@ -211,7 +215,8 @@ pub async fn run(
     Ok(report)
 }
 
-/// The first wait before connecting again to an endpoint.
+/// The first wait before connecting again to an endpoint (after a failed or lost connection;
+/// it doubles up to `Timing::max_backoff` until a message arrives).
 const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 
 fn apply(feed: &mut EngineFeed, indexer: &Indexer, worker: Worker, seq: u64, payload: &[u8]) {
