@@ -455,3 +455,48 @@ fn any_event_sink_receives_the_converted_events_in_order() {
     }));
     assert!(outcome.is_err());
 }
+
+/// Records the events it is given.
+#[derive(Default)]
+struct RecordingSink(std::cell::RefCell<Vec<kvidx::Event>>);
+
+impl kvidx::engine::EventSink for RecordingSink {
+    fn apply_event(&self, event: kvidx::Event) -> Result<(), kvidx::Error> {
+        self.0.borrow_mut().push(event);
+        Ok(())
+    }
+}
+
+/// The streaming apply path (which keeps only what conversion reads of `extra_keys` and
+/// `lookahead_token_ids`) converts every payload exactly as `to_events` does on the fully
+/// decoded batch, for every option set.
+#[test]
+fn streaming_apply_converts_like_the_full_decode() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/engine");
+    let mut payloads: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+        .collect();
+    payloads.sort();
+    assert!(payloads.len() >= 10);
+    let all = ApplyOptions {
+        media: MediaFilter::All,
+        group: None,
+        extras: ExtrasPolicy::HashTokensOnly,
+    };
+    for payload in &payloads {
+        for format in [Format::Vllm, Format::Sglang, Format::TrtLlm] {
+            let Ok(batch) = decode_batch(format, payload) else {
+                continue;
+            };
+            for options in [ApplyOptions::default(), all] {
+                let worker = Worker::new(1, batch.dp_rank.unwrap_or(0));
+                let want = kvidx::engine::to_events(&batch, worker, 0, &options);
+                let sink = RecordingSink::default();
+                let report = apply_payload(&sink, format, 1, None, payload, &options).unwrap();
+                assert_eq!(sink.0.into_inner(), want.events, "{format:?} {options:?}");
+                assert_eq!(report.skipped, want.skipped);
+            }
+        }
+    }
+}

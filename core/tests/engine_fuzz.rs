@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use kvidx::engine::{apply_payload, decode_batch, ApplyOptions, Format};
+use kvidx::engine::{apply_payload, decode_batch, to_events, ApplyOptions, EventSink, Format};
 use kvidx::hashing::hash_tokens;
 use kvidx::{Config, Indexer, Match, Stats};
 use proptest::prelude::*;
@@ -159,6 +159,30 @@ proptest! {
         if result.is_err() {
             prop_assert_eq!(snapshot(&indexer), before);
         }
+        // The streaming apply path decodes exactly what the full decode accepts, and
+        // converts it the same way.
+        let full = decode_batch(Format::Vllm, &payload);
+        prop_assert_eq!(result.is_ok(), full.is_ok());
+        if let Ok(batch) = full {
+            let worker = kvidx::Worker::new(1, 0);
+            let want = to_events(&batch, worker, 0, &ApplyOptions::default());
+            let sink = Recorder::default();
+            let report = apply_payload(&sink, Format::Vllm, 1, Some(0), &payload,
+                                       &ApplyOptions::default());
+            prop_assert_eq!(report.map(|r| r.skipped), Ok(want.skipped));
+            prop_assert_eq!(sink.0.into_inner(), want.events);
+        }
+    }
+}
+
+/// Records the events it is given.
+#[derive(Default)]
+struct Recorder(std::cell::RefCell<Vec<kvidx::Event>>);
+
+impl EventSink for Recorder {
+    fn apply_event(&self, event: kvidx::Event) -> Result<(), kvidx::Error> {
+        self.0.borrow_mut().push(event);
+        Ok(())
     }
 }
 

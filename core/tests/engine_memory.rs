@@ -196,6 +196,41 @@ fn nil_extra_keys(n: usize) -> Vec<u8> {
     })
 }
 
+/// One store whose single `extra_keys` entry lists `n` 1-byte ints (each an opaque key).
+fn int_extra_keys(n: usize) -> Vec<u8> {
+    batch(1, |out| {
+        array(out, 9);
+        str(out, "BlockStored");
+        array(out, 1);
+        uint(out, 5);
+        out.push(0xc0); // parent
+        array(out, 1);
+        uint(out, 9); // tokens
+        uint(out, 1); // block_size
+        out.extend_from_slice(&[0xc0, 0xc0, 0xc0]); // lora_id, medium, lora_name
+        array(out, 1);
+        array(out, n);
+        out.extend(std::iter::repeat(0x01).take(n));
+    })
+}
+
+/// One store whose `lookahead_token_ids` is `n` empty lists (vLLM field 15).
+fn empty_lookahead(n: usize) -> Vec<u8> {
+    batch(1, |out| {
+        array(out, 16);
+        str(out, "BlockStored");
+        array(out, 1);
+        uint(out, 5);
+        out.push(0xc0); // parent
+        array(out, 1);
+        uint(out, 9); // tokens
+        uint(out, 1); // block_size
+        out.extend(std::iter::repeat(0xc0).take(10)); // lora_id .. session_id
+        array(out, n);
+        out.extend(std::iter::repeat(0x90).take(n));
+    })
+}
+
 /// Bytes of peak heap per payload byte: (decode_batch, apply_payload into a null sink).
 fn ratios(payload: &[u8]) -> (f64, f64) {
     let (decoded, decode_peak) = peak_during(|| decode_batch(Format::Vllm, payload));
@@ -216,14 +251,16 @@ fn decode_memory_is_a_small_constant_of_the_payload() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let report = std::env::var_os("ENGINE_MEMORY_REPORT").is_some();
     let n = 1 << 20;
-    let cases: [(&str, Vec<u8>, f64, f64); 6] = [
+    let cases: [(&str, Vec<u8>, f64, f64); 8] = [
         // (name, payload, bound for decode_batch, bound for apply), bytes per payload byte.
         ("realistic", realistic(1000), 2.0, 0.5),
         ("fixint store", fixint_store(n), 6.5, 14.5),
         ("fixint removal", fixint_removal(n), 8.5, 8.5),
         ("tiny unknown events", tiny_unknown(n), 12.5, 0.5),
         ("clears", clears(n), 1.5, 5.5),
-        ("nil extra_keys", nil_extra_keys(n), 24.5, 24.5),
+        ("nil extra_keys", nil_extra_keys(n), 24.5, 0.5),
+        ("int extra_keys", int_extra_keys(n), 32.5, 0.5),
+        ("empty lookahead", empty_lookahead(n), 24.5, 0.5),
     ];
     for (name, payload, decode_bound, apply_bound) in &cases {
         let (decode, apply) = ratios(payload);

@@ -60,12 +60,25 @@ pub fn decode_batch(format: Format, payload: &[u8]) -> Result<DecodedBatch, Deco
     })
 }
 
+/// How much of each event the decoder keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// Everything the wire format defines ([`decode_batch`], [`BatchEvents::open`]).
+    Full,
+    /// What the conversion to index events reads: `extra_keys` and `lookahead_token_ids` keep
+    /// only their first entry that makes the engine's hash cover more than the tokens and the
+    /// LoRA name (every entry is still read and type-checked), so a long list of tiny entries
+    /// costs nothing.
+    ForIndex,
+}
+
 /// A payload whose msgpack syntax and envelope are valid, decoding its events one at a time.
 ///
 /// The iterator yields each event or the first error, then ends.
 #[derive(Debug, Clone)]
 pub struct BatchEvents<'a> {
     format: Format,
+    detail: Detail,
     reader: Reader<'a>,
     ts: f64,
     dp_rank: Option<u32>,
@@ -97,12 +110,19 @@ impl<'a> BatchEvents<'a> {
         };
         Ok(Self {
             format,
+            detail: Detail::Full,
             reader,
             ts,
             dp_rank,
             len,
             next: 0,
         })
+    }
+
+    /// Keeps only what the conversion to index events reads (see [`Detail::ForIndex`]).
+    pub(crate) fn for_index(mut self) -> Self {
+        self.detail = Detail::ForIndex;
+        self
     }
 
     /// Publication time (seconds since the epoch) as the engine wrote it.
@@ -140,7 +160,7 @@ impl Iterator for BatchEvents<'_> {
             return None;
         }
         let i = self.next;
-        let result = decode_event(self.format, i, &mut self.reader);
+        let result = decode_event(self.format, self.detail, i, &mut self.reader);
         // After an error, the iteration ends.
         self.next = if result.is_ok() { i + 1 } else { self.len };
         Some(result)
@@ -202,7 +222,12 @@ fn envelope(r: &mut Reader<'_>) -> Result<(f64, usize, Option<u32>), DecodeError
 }
 
 /// Decodes the event at the reader's position and leaves the reader after it.
-fn decode_event(format: Format, i: usize, r: &mut Reader<'_>) -> Result<EngineEvent, DecodeError> {
+fn decode_event(
+    format: Format,
+    detail: Detail,
+    i: usize,
+    r: &mut Reader<'_>,
+) -> Result<EngineEvent, DecodeError> {
     let bad = |reason| DecodeError::Event { event: i, reason };
     let sglang = format == Format::Sglang;
     let (stored, removed) = if sglang {
@@ -243,7 +268,7 @@ fn decode_event(format: Format, i: usize, r: &mut Reader<'_>) -> Result<EngineEv
         _ => return Err(bad("not an array or map")),
     };
     let event = match tag {
-        "BlockStored" => EngineEvent::BlockStored(Box::new(block_stored(r, &fields, i)?)),
+        "BlockStored" => EngineEvent::BlockStored(Box::new(block_stored(r, &fields, i, detail)?)),
         "BlockRemoved" => EngineEvent::BlockRemoved(Box::new(block_removed(r, &fields, i)?)),
         "AllBlocksCleared" => EngineEvent::AllBlocksCleared,
         other => EngineEvent::Unknown {
@@ -258,13 +283,21 @@ fn medium(r: &mut Reader<'_>, at: At) -> Result<Medium, DecodeError> {
     wire::string(r, at).map(|name| Medium::parse(&name))
 }
 
-fn block_stored(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockStored, DecodeError> {
+fn block_stored(
+    r: &mut Reader<'_>,
+    f: &Fields,
+    i: usize,
+    detail: Detail,
+) -> Result<BlockStored, DecodeError> {
     let block_hashes =
         wire::opt(r, f, i, "block_hashes", wire::hashes)?.ok_or(DecodeError::Field {
             event: i,
             field: "block_hashes",
             expected: "present",
         })?;
+    // Read before `extra_keys`, which compares keys with it in `Detail::ForIndex`.
+    let lora_name = wire::opt(r, f, i, "lora_name", wire::string)?;
+    let lora = lora_name.as_deref();
     Ok(BlockStored {
         block_hashes,
         parent_block_hash: wire::opt(r, f, i, "parent_block_hash", wire::hash)?,
@@ -272,8 +305,9 @@ fn block_stored(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockStored,
         block_size: wire::opt(r, f, i, "block_size", wire::u32_of)?.unwrap_or(0),
         lora_id: wire::opt(r, f, i, "lora_id", wire::i64_of)?,
         medium: wire::opt(r, f, i, "medium", medium)?,
-        lora_name: wire::opt(r, f, i, "lora_name", wire::string)?,
-        extra_keys: wire::opt(r, f, i, "extra_keys", extra_keys)?,
+        extra_keys: wire::opt(r, f, i, "extra_keys", |r, at| {
+            extra_keys(r, at, detail, lora)
+        })?,
         group_idx: wire::opt(r, f, i, "group_idx", wire::u32_of)?,
         kv_cache_spec_kind: wire::opt(r, f, i, "kv_cache_spec_kind", wire::string)?,
         kv_cache_spec_sliding_window: wire::opt(
@@ -286,8 +320,11 @@ fn block_stored(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockStored,
         locality: wire::opt(r, f, i, "locality", wire::string)?,
         ownership: wire::opt(r, f, i, "ownership", wire::string)?,
         session_id: wire::opt(r, f, i, "session_id", wire::string)?,
-        lookahead_token_ids: wire::opt(r, f, i, "lookahead_token_ids", wire::token_blocks)?,
+        lookahead_token_ids: wire::opt(r, f, i, "lookahead_token_ids", |r, at| {
+            lookahead(r, at, detail)
+        })?,
         cache_salt: wire::opt(r, f, i, "cache_salt", wire::string)?,
+        lora_name,
     })
 }
 
@@ -308,27 +345,71 @@ fn block_removed(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockRemove
 }
 
 /// `extra_keys`: one entry per block, nil or a list of keys (a lone key counts as a list).
-fn extra_keys(r: &mut Reader<'_>, at: At) -> Result<Vec<Option<Vec<ExtraKey>>>, DecodeError> {
+/// With [`Detail::ForIndex`], only the first key that is not the LoRA name `lora` is kept, as
+/// a one-key list (an empty list when there is none); keys are read one at a time.
+fn extra_keys(
+    r: &mut Reader<'_>,
+    at: At,
+    detail: Detail,
+    lora: Option<&str>,
+) -> Result<Vec<Option<Vec<ExtraKey>>>, DecodeError> {
     let len = wire::array(r, at)?;
-    let mut out = Vec::with_capacity(len);
+    let full = detail == Detail::Full;
+    let mut out = Vec::with_capacity(if full { len } else { 0 });
+    let keep = |out: &mut Vec<Option<Vec<ExtraKey>>>, key: ExtraKey| {
+        let is_lora = matches!(&key, ExtraKey::Text(t) if Some(t.as_str()) == lora);
+        if out.is_empty() && !is_lora {
+            out.push(Some(vec![key]));
+        }
+    };
     for _ in 0..len {
         let start = r.pos();
-        out.push(match r.next()? {
-            Value::Nil => None,
+        match r.next()? {
+            Value::Nil if full => out.push(None),
+            Value::Nil => {}
             Value::Array(keys) => {
-                let mut list = Vec::with_capacity(keys);
+                let mut list = Vec::with_capacity(if full { keys } else { 0 });
                 for _ in 0..keys {
-                    list.push(extra_key(r)?);
+                    let key = extra_key(r)?;
+                    if full {
+                        list.push(key);
+                    } else {
+                        keep(&mut out, key);
+                    }
                 }
-                Some(list)
+                if full {
+                    out.push(Some(list));
+                }
             }
             _ => {
                 r.seek(start);
-                Some(vec![extra_key(r)?])
+                let key = extra_key(r)?;
+                if full {
+                    out.push(Some(vec![key]));
+                } else {
+                    keep(&mut out, key);
+                }
             }
-        });
+        }
     }
     Ok(out)
+}
+
+/// `lookahead_token_ids`: one token list per block. With [`Detail::ForIndex`], only the first
+/// non-empty list is kept (every list is still read and checked).
+fn lookahead(r: &mut Reader<'_>, at: At, detail: Detail) -> Result<Vec<Vec<u32>>, DecodeError> {
+    if detail == Detail::Full {
+        return wire::token_blocks(r, at);
+    }
+    let len = wire::array(r, at)?;
+    let mut first = Vec::new();
+    for _ in 0..len {
+        let tokens = wire::tokens(r, at)?;
+        if first.is_empty() && !tokens.is_empty() {
+            first.push(tokens);
+        }
+    }
+    Ok(first)
 }
 
 /// Reads one whole value as an extra key; shapes that are not understood are `Other`.

@@ -125,7 +125,7 @@ fn convert_payload(
     options: &ApplyOptions,
     first_id: impl FnOnce(Worker) -> u64,
 ) -> Result<Converted, DecodeError> {
-    let mut events = BatchEvents::open(format, payload)?;
+    let mut events = BatchEvents::open(format, payload)?.for_index();
     let worker = Worker::new(worker_id, dp_rank.or(events.dp_rank()).unwrap_or(0));
     let first = first_id(worker);
     let mut conversion = Conversion::default();

@@ -132,7 +132,7 @@ pub(crate) fn opt<T>(
     fields: &Fields,
     event: usize,
     field: &'static str,
-    read: Read<T>,
+    read: impl FnOnce(&mut Reader<'_>, At) -> Result<T, DecodeError>,
 ) -> Result<Option<T>, DecodeError> {
     match fields.get(r, field)? {
         None => Ok(None),
