@@ -179,17 +179,23 @@ fn clears(n: usize) -> Vec<u8> {
     })
 }
 
+/// The head of a one-block store with `fields` array elements (tag included): block hash 5,
+/// no parent, token 9, block size 1; the caller writes the fields after `block_size`.
+fn one_block_store(out: &mut Vec<u8>, fields: usize) {
+    array(out, fields);
+    str(out, "BlockStored");
+    array(out, 1);
+    uint(out, 5);
+    out.push(0xc0); // parent
+    array(out, 1);
+    uint(out, 9); // tokens
+    uint(out, 1); // block_size
+}
+
 /// One store whose `extra_keys` is `n` nils (1 byte each, one list entry each).
 fn nil_extra_keys(n: usize) -> Vec<u8> {
     batch(1, |out| {
-        array(out, 9);
-        str(out, "BlockStored");
-        array(out, 1);
-        uint(out, 5);
-        out.push(0xc0); // parent
-        array(out, 1);
-        uint(out, 9); // tokens
-        uint(out, 1); // block_size
+        one_block_store(out, 9);
         out.extend_from_slice(&[0xc0, 0xc0, 0xc0]); // lora_id, medium, lora_name
         array(out, n);
         out.extend(std::iter::repeat(0xc0).take(n));
@@ -199,14 +205,7 @@ fn nil_extra_keys(n: usize) -> Vec<u8> {
 /// One store whose single `extra_keys` entry lists `n` 1-byte ints (each an opaque key).
 fn int_extra_keys(n: usize) -> Vec<u8> {
     batch(1, |out| {
-        array(out, 9);
-        str(out, "BlockStored");
-        array(out, 1);
-        uint(out, 5);
-        out.push(0xc0); // parent
-        array(out, 1);
-        uint(out, 9); // tokens
-        uint(out, 1); // block_size
+        one_block_store(out, 9);
         out.extend_from_slice(&[0xc0, 0xc0, 0xc0]); // lora_id, medium, lora_name
         array(out, 1);
         array(out, n);
@@ -217,14 +216,7 @@ fn int_extra_keys(n: usize) -> Vec<u8> {
 /// One store whose `lookahead_token_ids` is `n` empty lists (vLLM field 15).
 fn empty_lookahead(n: usize) -> Vec<u8> {
     batch(1, |out| {
-        array(out, 16);
-        str(out, "BlockStored");
-        array(out, 1);
-        uint(out, 5);
-        out.push(0xc0); // parent
-        array(out, 1);
-        uint(out, 9); // tokens
-        uint(out, 1); // block_size
+        one_block_store(out, 16);
         out.extend(std::iter::repeat(0xc0).take(10)); // lora_id .. session_id
         array(out, n);
         out.extend(std::iter::repeat(0x90).take(n));
