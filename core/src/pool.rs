@@ -11,7 +11,7 @@
 
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -30,46 +30,80 @@ enum Job {
     Barrier(Sender<Result<(), Error>>),
 }
 
-/// How much of a queue's bounds is in use.
-#[derive(Default)]
-struct Usage {
-    writes: usize,
-    bytes: usize,
-    /// Senders waiting for room.
-    waiting: usize,
-}
-
 /// The bounds of one queue, shared by its senders and its thread.
+///
+/// Lock-free while there is room: senders and the thread only add to and subtract from two
+/// counters. A sender that finds the queue full waits on a condition variable; the thread
+/// wakes waiters only when there are some, and only once the queue has drained to half its
+/// bounds, so that a woken sender can queue many writes before it waits again (one wake-up
+/// per write would cost more than applying the write). (Both sides use sequentially consistent operations
+/// on the counters and on `waiting`, so a sender that registers as waiting either sees the
+/// room the thread just made or is seen by the thread and woken.) Two senders racing for the
+/// last room may both get in: the bound is exceeded by at most one write per concurrent sender.
 struct Bound {
-    usage: Mutex<Usage>,
+    writes: AtomicUsize,
+    bytes: AtomicUsize,
+    waiting: AtomicUsize,
+    lock: Mutex<()>,
     room: Condvar,
     capacity: usize,
     budget: usize,
 }
 
 impl Bound {
+    fn new(capacity: usize, budget: usize) -> Self {
+        Self {
+            writes: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            room: Condvar::new(),
+            capacity: capacity.max(1),
+            budget,
+        }
+    }
+
+    /// Whether `bytes` more fit now (an empty queue takes anything).
+    fn fits(&self, bytes: usize) -> bool {
+        let writes = self.writes.load(Ordering::SeqCst);
+        writes == 0
+            || (writes < self.capacity
+                && self.bytes.load(Ordering::SeqCst).saturating_add(bytes) <= self.budget)
+    }
+
     /// Blocks until `bytes` more fit (or the queue is empty), then counts them.
     fn acquire(&self, bytes: usize) {
-        let mut usage = self.usage.lock();
-        while usage.writes > 0
-            && (usage.writes >= self.capacity || usage.bytes.saturating_add(bytes) > self.budget)
-        {
-            usage.waiting += 1;
-            self.room.wait(&mut usage);
-            usage.waiting -= 1;
+        if !self.fits(bytes) {
+            let mut guard = self.lock.lock();
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            while !self.fits(bytes) {
+                self.room.wait(&mut guard);
+            }
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
-        usage.writes += 1;
-        usage.bytes += bytes;
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.bytes.fetch_add(bytes, Ordering::SeqCst);
     }
 
     /// Returns the room of one applied write.
     fn release(&self, bytes: usize) {
-        let mut usage = self.usage.lock();
-        usage.writes -= 1;
-        usage.bytes -= bytes;
-        if usage.waiting > 0 {
+        let bytes_left = self.bytes.fetch_sub(bytes, Ordering::SeqCst) - bytes;
+        let writes_left = self.writes.fetch_sub(1, Ordering::SeqCst) - 1;
+        let drained =
+            writes_left == 0 || (writes_left <= self.capacity / 2 && bytes_left <= self.budget / 2);
+        if drained && self.waiting.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock();
             self.room.notify_all();
         }
+    }
+
+    /// Writes and bytes in use.
+    #[cfg(test)]
+    fn usage(&self) -> (usize, usize) {
+        (
+            self.writes.load(Ordering::SeqCst),
+            self.bytes.load(Ordering::SeqCst),
+        )
     }
 }
 
@@ -103,12 +137,7 @@ impl EventPool {
         };
         for index in 0..threads {
             let (tx, rx) = unbounded();
-            let bound = Arc::new(Bound {
-                usage: Mutex::new(Usage::default()),
-                room: Condvar::new(),
-                capacity: capacity.max(1),
-                budget,
-            });
+            let bound = Arc::new(Bound::new(capacity, budget));
             let applier = Arc::clone(&applier);
             let failed = Arc::clone(&pool.failed);
             let thread_bound = Arc::clone(&bound);
@@ -264,8 +293,7 @@ mod tests {
 
     /// Usage of the one queue of a one-thread pool.
     fn usage(pool: &EventPool) -> (usize, usize) {
-        let usage = pool.queues[0].bound.usage.lock();
-        (usage.writes, usage.bytes)
+        pool.queues[0].bound.usage()
     }
 
     #[test]

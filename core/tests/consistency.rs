@@ -82,10 +82,9 @@ fn random_write(
                 .filter(|(w, _)| *w == worker)
                 .map(|&(_, n)| n)
                 .collect();
-            let names = (0..1 + rng.below(3))
-                .filter_map(|_| {
-                    (!mine.is_empty()).then(|| mine[rng.below(mine.len() as u64) as usize])
-                })
+            let count = if mine.is_empty() { 0 } else { 1 + rng.below(3) };
+            let names = (0..count)
+                .map(|_| mine[rng.below(mine.len() as u64) as usize])
                 .collect();
             Write::Event(Event::removed(worker, 0, names))
         }

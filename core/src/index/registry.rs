@@ -31,6 +31,8 @@ pub(crate) struct SlotInfo {
     dp_rank: AtomicU32,
     /// See the module docs: odd while changing or free, even while stable.
     version: AtomicU64,
+    /// Set once the slot's worker is removed and purged, cleared when the slot is reused.
+    free: AtomicBool,
     /// Set by the positional index when a jump over this worker's blocks cannot be trusted
     /// (it holds a block whose parent it does not hold). Written with `Release` inside a
     /// change, so a reader that sees a new value also sees the version move.
@@ -106,6 +108,7 @@ impl<S: Default> Registry<S> {
         info.worker_id.store(worker.worker_id, Ordering::Relaxed);
         info.dp_rank.store(worker.dp_rank, Ordering::Relaxed);
         info.jumps_unsafe.store(false, Ordering::Relaxed);
+        info.free.store(false, Ordering::Relaxed);
         info.end_change(); // odd (free) -> even (stable, this worker's)
         slot
     }
@@ -155,6 +158,7 @@ impl<S: Default> Registry<S> {
         self.info(guard.slot).begin_change();
         purge(&mut guard);
         guard.removed = true;
+        self.info(guard.slot).free.store(true, Ordering::Release);
         self.free_slots.lock().push(guard.slot);
     }
 
@@ -178,20 +182,58 @@ impl<S: Default> Registry<S> {
             .expect("a known worker's slot is allocated")
     }
 
-    /// Records whose a slot is and its version, before a reader reads the index about it.
+    /// A slot's version, read before a reader reads the index about it.
     #[inline]
-    pub(crate) fn snapshot(&self, slot: u32) -> Option<SlotSnapshot> {
+    pub(crate) fn version(&self, slot: u32) -> Option<u64> {
+        Some(
+            self.slots
+                .get(slot as usize)?
+                .version
+                .load(Ordering::Acquire),
+        )
+    }
+
+    /// Whose a slot is (valid only if its version, read before, is unchanged after).
+    #[inline]
+    pub(crate) fn worker_at(&self, slot: u32) -> Worker {
+        match self.slots.get(slot as usize) {
+            Some(info) => Worker::new(
+                info.worker_id.load(Ordering::Relaxed),
+                info.dp_rank.load(Ordering::Relaxed),
+            ),
+            None => Worker::default(),
+        }
+    }
+
+    /// The slot's current worker and version, read while the slot is stable (waiting out a
+    /// change in progress); `None` once the slot is free (its worker was removed).
+    pub(crate) fn stable_owner(&self, slot: u32) -> Option<SlotSnapshot> {
         let info = self.slots.get(slot as usize)?;
-        let version = info.version.load(Ordering::Acquire);
-        let worker = Worker::new(
-            info.worker_id.load(Ordering::Relaxed),
-            info.dp_rank.load(Ordering::Relaxed),
-        );
-        Some(SlotSnapshot {
-            slot,
-            version,
-            worker,
-        })
+        let mut waits = 0u32;
+        loop {
+            let version = info.version.load(Ordering::Acquire);
+            if version % 2 == 1 {
+                if info.free.load(Ordering::Acquire) {
+                    return None;
+                }
+                // A change of this worker is being applied: usually a few hundred ns.
+                waits += 1;
+                if waits < 1 << 12 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let snapshot = SlotSnapshot {
+                slot,
+                version,
+                worker: self.worker_at(slot),
+            };
+            if self.unchanged_since(&snapshot) {
+                return Some(snapshot);
+            }
+        }
     }
 
     /// Whether nothing about the snapshot's slot changed since it was taken: then every read
