@@ -193,6 +193,19 @@ impl<S: Default> Registry<S> {
         )
     }
 
+    /// The slot's worker if its version is still `version` and even (read before the reads
+    /// this validates): then those reads saw one stable state of that worker.
+    #[inline]
+    pub(crate) fn owner_if_unchanged(&self, slot: u32, version: u64) -> Option<Worker> {
+        let info = self.slots.get(slot as usize)?;
+        let worker = Worker::new(
+            info.worker_id.load(Ordering::Relaxed),
+            info.dp_rank.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        (version % 2 == 0 && info.version.load(Ordering::Relaxed) == version).then_some(worker)
+    }
+
     /// Whose a slot is (valid only if its version, read before, is unchanged after).
     #[inline]
     pub(crate) fn worker_at(&self, slot: u32) -> Worker {

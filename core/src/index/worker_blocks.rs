@@ -26,7 +26,7 @@
 //! left out held no prefix of the query at some instant during the call (at step 1, step 3,
 //! or when it was removed), and no worker is reported twice.
 
-use super::registry::{Entry, Registry, SlotInfo, SlotSnapshot};
+use super::registry::{Entry, Registry, SlotInfo};
 use super::Backend;
 use crate::model::{sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker};
 use crate::scratch::with_scratch;
@@ -162,15 +162,9 @@ impl<B: WorkerBlocks> Backend for B {
                 let Some(version) = s.noted(slot) else {
                     continue; // not a holder of the first block at step 1
                 };
-                let seen = SlotSnapshot {
-                    slot,
-                    version,
-                    worker: registry.worker_at(slot),
-                };
-                if registry.unchanged_since(&seen) {
-                    push_match(out, seen.worker, depth as usize);
-                } else {
-                    s.retry.push(slot);
+                match registry.owner_if_unchanged(slot, version) {
+                    Some(worker) => push_match(out, worker, depth as usize),
+                    None => s.retry.push(slot),
                 }
             }
             if s.retry.is_empty() {
