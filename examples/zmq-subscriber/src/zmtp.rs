@@ -185,7 +185,7 @@ impl Connection {
             ready.extend_from_slice(&(socket_type.name().len() as u32).to_be_bytes());
             ready.extend_from_slice(socket_type.name());
             c.write(&command(b"READY", &ready)).await?;
-            let (flags, body) = c.read_frame().await?;
+            let (flags, body) = c.read_frame(limits.max_frame).await?;
             if flags & FLAG_COMMAND == 0 {
                 return Err("expected READY, got a message".to_string());
             }
@@ -251,9 +251,9 @@ impl Connection {
         self.write(&out).await
     }
 
-    /// Reads one frame, refusing lengths over the limit before allocating; the buffer grows
-    /// with the bytes actually received.
-    async fn read_frame(&mut self) -> Result<(u8, Bytes), String> {
+    /// Reads one frame, refusing lengths over the frame limit, or over `budget` (what is left
+    /// of the message limit), before allocating; the buffer grows with the bytes received.
+    async fn read_frame(&mut self, budget: u64) -> Result<(u8, Bytes), String> {
         let flags = self.stream.read_u8().await.map_err(|e| e.to_string())?;
         if flags & !(FLAG_MORE | FLAG_LONG | FLAG_COMMAND) != 0 {
             return Err(format!("bad frame flags {flags:#04x}"));
@@ -270,6 +270,12 @@ impl Connection {
         };
         if len > limit {
             return Err(format!("a frame of {len} bytes (limit {limit})"));
+        }
+        if flags & FLAG_COMMAND == 0 && len > budget {
+            return Err(format!(
+                "a message over the limits ({} bytes at most)",
+                self.limits.max_message
+            ));
         }
         let mut buf = Vec::new();
         (&mut self.stream)
@@ -290,7 +296,8 @@ impl Connection {
         let mut frames = Vec::new();
         let mut total = 0u64;
         loop {
-            let (flags, body) = self.read_frame().await?;
+            let budget = self.limits.max_message - total;
+            let (flags, body) = self.read_frame(budget).await?;
             if flags & FLAG_COMMAND != 0 {
                 if !frames.is_empty() {
                     return Err("a command inside a message".into());
@@ -308,11 +315,11 @@ impl Connection {
                 }
                 continue;
             }
-            total += body.len() as u64;
-            if total > self.limits.max_message || frames.len() == self.limits.max_frames {
+            total += body.len() as u64; // within max_message: read_frame checked the budget
+            if frames.len() == self.limits.max_frames {
                 return Err(format!(
-                    "a message over the limits ({} bytes, {} frames at most)",
-                    self.limits.max_message, self.limits.max_frames
+                    "a message over the limits ({} frames at most)",
+                    self.limits.max_frames
                 ));
             }
             frames.push(body);
@@ -401,8 +408,10 @@ mod tests {
         assert!(err.contains("a ROUTER peer cannot talk to a SUB"), "{err}");
     }
 
-    /// A fake PUB on a raw socket: completes the handshake, then runs `then` on the stream.
-    fn fake_publisher(then: impl FnOnce(std::net::TcpStream) + Send + 'static) -> String {
+    /// A fake PUB on a raw socket: completes the handshake (reading the client's READY, so
+    /// that closing does not reset the connection), runs `then` on the stream, and keeps it
+    /// open a moment.
+    fn fake_publisher(then: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> String {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
         std::thread::spawn(move || {
@@ -417,18 +426,23 @@ mod tests {
             ready.extend_from_slice(&3u32.to_be_bytes());
             ready.extend_from_slice(b"PUB");
             s.write_all(&command(b"READY", &ready)).unwrap();
-            then(s);
+            let mut header = [0u8; 2];
+            s.read_exact(&mut header).unwrap();
+            let mut body = vec![0u8; header[1] as usize];
+            s.read_exact(&mut body).unwrap();
+            assert_eq!(&body[..6], b"\x05READY");
+            then(&mut s);
+            std::thread::sleep(Duration::from_secs(1));
         });
         endpoint
     }
 
     #[tokio::test]
     async fn a_huge_announced_frame_is_refused_without_allocating_it() {
-        let endpoint = fake_publisher(|mut s| {
+        let endpoint = fake_publisher(|s| {
             let mut header = vec![FLAG_LONG];
             header.extend_from_slice(&(1u64 << 40).to_be_bytes()); // 1 TiB
             let _ = s.write_all(&header);
-            std::thread::sleep(Duration::from_secs(2));
         });
         let mut c =
             Connection::connect(&endpoint, SocketType::Sub, limits(), Duration::from_secs(5))
@@ -443,8 +457,8 @@ mod tests {
 
     #[tokio::test]
     async fn messages_over_the_limits_and_bad_framing_are_refused() {
-        // Three frames of 1 MiB: the message exceeds 2 MiB.
-        let endpoint = fake_publisher(|mut s| {
+        // Three frames of 1 MiB: the message would exceed 2 MiB (refused at the third header).
+        let endpoint = fake_publisher(|s| {
             for i in 0..3 {
                 let more = if i < 2 { FLAG_MORE } else { 0 };
                 let mut f = vec![more | FLAG_LONG];
@@ -462,7 +476,7 @@ mod tests {
         let err = c.recv().await.err().unwrap();
         assert!(err.contains("a message over the limits"), "{err}");
 
-        let endpoint = fake_publisher(|mut s| {
+        let endpoint = fake_publisher(|s| {
             let _ = s.write_all(&[0x40, 1, 0]);
         });
         let mut c =
@@ -470,6 +484,21 @@ mod tests {
                 .await
                 .unwrap();
         assert!(c.recv().await.err().unwrap().contains("bad frame flags"));
+
+        // Nine one-byte frames: more than 8 frames.
+        let endpoint = fake_publisher(|s| {
+            let mut m = Vec::new();
+            for i in 0..9 {
+                m.extend_from_slice(&[if i < 8 { FLAG_MORE } else { 0 }, 1, b'x']);
+            }
+            let _ = s.write_all(&m);
+        });
+        let mut c =
+            Connection::connect(&endpoint, SocketType::Sub, limits(), Duration::from_secs(5))
+                .await
+                .unwrap();
+        let err = c.recv().await.err().unwrap();
+        assert!(err.contains("8 frames at most"), "{err}");
     }
 
     #[tokio::test]
