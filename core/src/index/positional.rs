@@ -164,12 +164,13 @@ struct Placed {
 }
 
 impl PositionalIndex {
-    /// An empty index that jumps `jump_size` positions at a time (values below 1 act as 1).
+    /// An empty index that jumps `jump_size` positions at a time (values below 1 act as 1,
+    /// above [`crate::MAX_JUMP_SIZE`] as it).
     pub fn new(jump_size: usize) -> Self {
         Self {
             levels: Segmented::new(),
             registry: Registry::new(),
-            jump_size: jump_size.max(1),
+            jump_size: jump_size.clamp(1, crate::MAX_JUMP_SIZE),
         }
     }
 
