@@ -1,7 +1,7 @@
 //! The naive baseline: the nested map of the design story, `worker -> {local hash -> seq
 //! hash}`, as a kvidx [`Backend`]: replays run it behind the very write path of kvidx
-//! ([`Indexer::with_backend`](kvidx::Indexer::with_backend): the same event threads, sticky routing, bounded queues and flush
-//! barrier), so that only the data structure differs.
+//! ([`kvidx::Indexer::with_backend`]: the same event threads, sticky routing, bounded queues
+//! and flush barrier), so that only the data structure differs.
 //!
 //! It is **inexact** on purpose, as the story's first version is: it keys blocks by local hash
 //! alone, ignoring position and parent, so a worker holding the same local hash in another
