@@ -18,6 +18,7 @@ SHORT=(
   "bash scripts/run-main.sh|bash scripts/run-main.sh --quick"
   "bash scripts/test-all.sh|echo 'test-docs: scripts/test-all.sh is the suite running this check; not run again'"
   "cd bindings/go && go test -run '^\$' -bench . -benchtime 1s|cd bindings/go && go test -run '^\$' -bench . -benchtime 1x"
+  "cd examples/go-router && go run . -addr 127.0.0.1:8080 -backend positional -event-threads 2 -block-size 16 -load-weight 4|cd examples/go-router && go build -o /dev/null . && echo 'test-docs: the router builds (a server: not started here)'"
 )
 
 pass=0
