@@ -1,8 +1,9 @@
 //! An untimed cross-check: every index replays the workload synchronously, in order, and
 //! each query's answer is compared with the first exact index's. Shows how inexact the
-//! baseline is on this workload, and that the exact backends agree.
+//! baseline is on this workload, and that the exact backends agree. With the feature `peer`
+//! the public peer's indexes take part too (never as the reference).
 
-use kvidx::Indexer;
+use kvidx::{Event, Indexer, Match};
 
 use crate::target::Subject;
 use crate::workload::{Op, TimedOp};
@@ -21,14 +22,14 @@ pub struct Agreement {
 /// Compares every subject's answers with those of the first exact subject; `None` when
 /// there is no exact subject or nothing else to compare.
 pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
-    let exact = *subjects.iter().find(|s| **s != Subject::Baseline)?;
+    let exact = *subjects.iter().find(|s| s.is_exact())?;
     let others: Vec<Subject> = subjects.iter().copied().filter(|s| *s != exact).collect();
     if others.is_empty() {
         return None;
     }
     // Synchronous indexers: every write is applied, in order, before the next.
     let truth = exact.indexer(0);
-    let rest: Vec<Indexer> = others.iter().map(|s| s.indexer(0)).collect();
+    let rest: Vec<Replica> = others.iter().map(|s| Replica::of(*s)).collect();
     let mut differ = vec![0u64; others.len()];
     let (mut want, mut got) = (Vec::new(), Vec::new());
     let mut queries = 0;
@@ -38,15 +39,13 @@ pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
                 // A rejected event or an unknown removal is part of the workload, not an
                 // error here.
                 let _ = truth.apply_event(e.clone());
-                rest.iter().for_each(|s| {
-                    let _ = s.apply_event(e.clone());
-                });
+                rest.iter().for_each(|s| s.apply(e));
             }
             Op::Match(q) => {
                 queries += 1;
                 truth.find_matches_into(q, &mut want);
                 for (s, d) in rest.iter().zip(differ.iter_mut()) {
-                    s.find_matches_into(q, &mut got);
+                    s.find(q, &mut got);
                     if got != want {
                         *d += 1;
                     }
@@ -59,6 +58,44 @@ pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
         queries,
         differ: others.iter().map(|s| s.name()).zip(differ).collect(),
     })
+}
+
+/// One index replaying synchronously for the check.
+enum Replica {
+    /// A kvidx indexer with no event threads.
+    Ours(Indexer),
+    /// One of the peer's indexes, applying each event and waiting for it (see `peer`).
+    #[cfg(feature = "peer")]
+    Peer(Box<dyn crate::target::Target>),
+}
+
+impl Replica {
+    fn of(subject: Subject) -> Self {
+        #[cfg(feature = "peer")]
+        if subject.peer().is_some() {
+            return Replica::Peer(subject.build(0));
+        }
+        Replica::Ours(subject.indexer(0))
+    }
+
+    fn apply(&self, event: &Event) {
+        match self {
+            // A rejected event or an unknown removal is part of the workload, not an error.
+            Replica::Ours(indexer) => {
+                let _ = indexer.apply_event(event.clone());
+            }
+            #[cfg(feature = "peer")]
+            Replica::Peer(peer) => peer.submit(event.clone()),
+        }
+    }
+
+    fn find(&self, query: &[u64], out: &mut Vec<Match>) {
+        match self {
+            Replica::Ours(indexer) => indexer.find_matches_into(query, out),
+            #[cfg(feature = "peer")]
+            Replica::Peer(peer) => peer.find_matches_into(query, out),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -89,5 +126,35 @@ mod tests {
         assert_eq!(a.queries, 3);
         assert_eq!(a.differ, vec![("radix", 0), ("nested-map", 1)]);
         assert_eq!(check(&ops, &[Subject::Baseline]), None);
+    }
+
+    #[cfg(feature = "peer")]
+    #[test]
+    fn the_peer_takes_part_but_is_never_the_reference() {
+        // Sequence hashes as the hashing contract computes them (the peer's positional
+        // index recomputes them from the query).
+        let (w, s) = (Worker::new(0, 0), kvidx::hashing::seq_hashes(&[1, 2]));
+        let ops: Vec<TimedOp> = [
+            Op::Event(Event::stored(w, 0, None, vec![Block::new(1, s[0])])),
+            Op::Match(vec![1, 2]),
+            Op::Event(Event::stored(w, 1, Some(s[0]), vec![Block::new(2, s[1])])),
+            Op::Match(vec![1, 2]),
+        ]
+        .into_iter()
+        .map(|op| TimedOp { t: 0, op })
+        .collect();
+        let subjects = [
+            Subject::PeerCompressed,
+            Subject::Radix,
+            Subject::PeerPositional,
+        ];
+        let a = check(&ops, &subjects).unwrap();
+        assert_eq!(a.against, "radix");
+        assert_eq!(a.queries, 2);
+        assert_eq!(
+            a.differ,
+            vec![("peer-compressed", 0), ("peer-positional", 0)]
+        );
+        assert_eq!(check(&ops, &[Subject::PeerCompressed]), None);
     }
 }

@@ -7,6 +7,8 @@ mod chain;
 mod cli;
 mod jobs;
 mod meta;
+#[cfg(feature = "peer")]
+mod peer;
 mod plot;
 mod progress;
 mod replay;

@@ -31,6 +31,15 @@ pub enum Subject {
     /// The naive nested map of the design story (inexact; see `baseline`).
     #[value(name = "nested-map", alias = "baseline")]
     Baseline,
+    /// The public peer (dynamo-kv-router 1.6.1, feature `peer`): its compressed radix tree
+    /// behind its thread pool (see `peer`).
+    #[cfg(feature = "peer")]
+    #[value(name = "peer-compressed")]
+    PeerCompressed,
+    /// The public peer (feature `peer`): its positional indexer behind its thread pool.
+    #[cfg(feature = "peer")]
+    #[value(name = "peer-positional")]
+    PeerPositional,
 }
 
 impl Subject {
@@ -41,15 +50,46 @@ impl Subject {
             Subject::Radix => "radix",
             Subject::Reference => "reference",
             Subject::Baseline => "nested-map",
+            #[cfg(feature = "peer")]
+            Subject::PeerCompressed => "peer-compressed",
+            #[cfg(feature = "peer")]
+            Subject::PeerPositional => "peer-positional",
+        }
+    }
+
+    /// Whether answers of this subject are the ones others are checked against: kvidx's exact
+    /// backends (not the nested-map baseline, not the peer).
+    pub fn is_exact(self) -> bool {
+        matches!(
+            self,
+            Subject::Positional | Subject::Radix | Subject::Reference
+        )
+    }
+
+    /// The peer's indexer this subject drives, if it is one of the peer's.
+    #[cfg(feature = "peer")]
+    pub fn peer(self) -> Option<crate::peer::PeerKind> {
+        match self {
+            Subject::PeerCompressed => Some(crate::peer::PeerKind::Compressed),
+            Subject::PeerPositional => Some(crate::peer::PeerKind::Positional),
+            _ => None,
         }
     }
 
     /// Builds a fresh, empty index with `event_threads` event threads.
     pub fn build(self, event_threads: usize) -> Box<dyn Target> {
+        #[cfg(feature = "peer")]
+        if let Some(peer) = self.peer() {
+            return peer.build(event_threads);
+        }
         Box::new(self.indexer(event_threads))
     }
 
     /// The indexer of this subject with `event_threads` event threads (0: synchronous).
+    ///
+    /// # Panics
+    ///
+    /// For the peer's subjects, which are not kvidx indexers (use [`Subject::build`]).
     pub fn indexer(self, event_threads: usize) -> Indexer {
         let config = |backend| Config {
             backend,
@@ -65,6 +105,10 @@ impl Subject {
                 Box::new(NestedMap::default()),
                 config(BackendKind::Reference),
             ),
+            #[cfg(feature = "peer")]
+            Subject::PeerCompressed | Subject::PeerPositional => {
+                panic!("{} is not a kvidx indexer", self.name())
+            }
         };
         indexer.expect("valid indexer settings")
     }
