@@ -185,6 +185,7 @@ impl PositionalIndex {
     }
 
     fn attach(&self, block: &Placed, slot: u32) {
+        self.registry.touch(slot, block.position);
         self.level_or_create(block.position)
             .write()
             .entry(block.local)
@@ -197,6 +198,7 @@ impl PositionalIndex {
     }
 
     fn detach(&self, position: u32, local: u64, identity: u64, slot: u32) {
+        self.registry.touch(slot, position);
         let Some(level) = self.level(position) else {
             return;
         };
@@ -505,6 +507,11 @@ impl WorkerBlocks for PositionalIndex {
         with_scratch(&SCRATCH, |scratch| {
             self.search_with(local_hashes, scratch, out)
         });
+    }
+
+    /// Jumps read up to `jump_size - 1` positions past a slot's depth (the target it missed).
+    fn read_reach(&self, depth: u32) -> u32 {
+        depth.saturating_add(self.jump_size.min(u32::MAX as usize) as u32)
     }
 
     fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize {

@@ -95,6 +95,7 @@ impl RadixIndex {
         } else {
             parent.position + 1
         };
+        self.registry.touch(slot, position);
         let child = Arc::clone(parent_state.children.entry(local).or_insert_with(|| {
             Arc::new(Node {
                 local,
@@ -109,6 +110,7 @@ impl RadixIndex {
 
     /// Drops `slot` from `node`'s holders and unlinks whatever that leaves unused.
     fn detach(&self, node: &Arc<Node>, slot: u32) {
+        self.registry.touch(slot, node.position);
         node.state.write().holders.remove(slot);
         let mut node = Arc::clone(node);
         while let Some(parent) = node.parent.upgrade() {
@@ -296,6 +298,11 @@ impl WorkerBlocks for RadixIndex {
         with_scratch(&SCRATCH, |scratch| {
             self.search_with(local_hashes, scratch, out)
         });
+    }
+
+    /// The walk reads a slot's holders at positions up to its depth (the one it misses).
+    fn read_reach(&self, depth: u32) -> u32 {
+        depth
     }
 
     fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize {

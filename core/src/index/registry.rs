@@ -33,17 +33,29 @@ pub(crate) struct SlotInfo {
     version: AtomicU64,
     /// Set once the slot's worker is removed and purged, cleared when the slot is reused.
     free: AtomicBool,
+    /// The lowest position the latest change has touched so far: the change's odd version
+    /// (low 32 bits) in the high half, the position in the low half. Published before each
+    /// touch, so a reader that saw a touch also sees it here.
+    lowest_touch: AtomicU64,
     /// Set by the positional index when a jump over this worker's blocks cannot be trusted
     /// (it holds a block whose parent it does not hold). Written with `Release` inside a
     /// change, so a reader that sees a new value also sees the version move.
     pub(crate) jumps_unsafe: AtomicBool,
 }
 
+/// Packs a change's odd version and a position for [`SlotInfo::lowest_touch`].
+fn touch_word(change: u64, position: u32) -> u64 {
+    (change << 32) | u64::from(position)
+}
+
 impl SlotInfo {
-    /// Marks the start of a change: the version becomes odd.
-    fn begin_change(&self) {
+    /// Marks the start of a change: the version becomes odd. `lowest` is the lowest position
+    /// known to be touched already (`u32::MAX`: none yet; 0 for a removal).
+    fn begin_change(&self, lowest: u32) {
         let before = self.version.fetch_add(1, Ordering::AcqRel);
         debug_assert!(before % 2 == 0, "changes of one slot do not overlap");
+        self.lowest_touch
+            .store(touch_word(before + 1, lowest), Ordering::Release);
     }
 
     /// Marks the end of a change: the version becomes even again.
@@ -154,8 +166,9 @@ impl<S: Default> Registry<S> {
             return;
         };
         let mut guard: MutexGuard<'_, Entry<S>> = entry.lock();
-        // The version stays odd until the slot is given to another worker.
-        self.info(guard.slot).begin_change();
+        // The version stays odd until the slot is given to another worker; a removal touches
+        // everything (position 0).
+        self.info(guard.slot).begin_change(0);
         purge(&mut guard);
         guard.removed = true;
         self.info(guard.slot).free.store(true, Ordering::Release);
@@ -170,7 +183,7 @@ impl<S: Default> Registry<S> {
         change: impl FnOnce(&mut S, u32) -> R,
     ) -> R {
         let info = self.info(entry.slot);
-        info.begin_change();
+        info.begin_change(u32::MAX);
         let result = change(&mut entry.state, entry.slot);
         info.end_change();
         result
@@ -180,6 +193,44 @@ impl<S: Default> Registry<S> {
         self.slots
             .get(slot as usize)
             .expect("a known worker's slot is allocated")
+    }
+
+    /// Records that the change in progress on `slot` is about to touch `position` (call it
+    /// before changing what readers see there). Only the worker's lock holder calls it.
+    #[inline]
+    pub(crate) fn touch(&self, slot: u32, position: u32) {
+        if let Some(info) = self.slots.get(slot as usize) {
+            let word = info.lowest_touch.load(Ordering::Relaxed);
+            if (word as u32) > position {
+                info.lowest_touch
+                    .store(touch_word(word >> 32, position), Ordering::Release);
+            }
+        }
+    }
+
+    /// The slot's worker if at most one change overlapped the reads this validates (the one
+    /// in progress at `version`, read before them, or else the next one) and it has touched
+    /// no position up to `reach` (so far, if it is still in progress). The worker's blocks at
+    /// positions up to `reach` were then the same at every instant of those reads.
+    #[inline]
+    pub(crate) fn owner_if_untouched(&self, slot: u32, version: u64, reach: u32) -> Option<Worker> {
+        let info = self.slots.get(slot as usize)?;
+        let now = info.version.load(Ordering::Acquire);
+        let change = version | 1; // the odd version of the one change allowed
+        if now != change && now != change + 1 {
+            return None;
+        }
+        let word = info.lowest_touch.load(Ordering::Acquire);
+        // A removal publishes position 0, so a slot reused by another worker never passes.
+        if word >> 32 != change & u64::from(u32::MAX) || (word as u32) <= reach {
+            return None;
+        }
+        let worker = Worker::new(
+            info.worker_id.load(Ordering::Relaxed),
+            info.dp_rank.load(Ordering::Relaxed),
+        );
+        fence(Ordering::Acquire);
+        (info.version.load(Ordering::Relaxed) == now).then_some(worker)
     }
 
     /// A slot's version, read before a reader reads the index about it.
@@ -231,7 +282,7 @@ impl<S: Default> Registry<S> {
                 }
                 // A change of this worker is being applied: usually a few hundred ns.
                 waits += 1;
-                if waits < 1 << 12 {
+                if waits < 1 << 6 {
                     std::hint::spin_loop();
                 } else {
                     std::thread::yield_now();

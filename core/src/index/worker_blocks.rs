@@ -15,7 +15,10 @@
 //!    depth per slot;
 //! 4. keep a slot's depth only if its version is even and unchanged since step 2: then the
 //!    search saw one stable state of that one worker (see the registry's slot versions), and
-//!    the depth is exact for it. Any other slot of step 2 is read again on its own, the same
+//!    the depth is exact for it. The same holds if one change began since and has touched
+//!    only positions beyond what the search read about that slot
+//!    ([`WorkerBlocks::read_reach`]): every read saw the worker as it was, and still is, there
+//!    (the common case under ingest: evictions at the ends of long chains). Any other slot of step 2 is read again on its own, the same
 //!    way (a stable version before and after [`WorkerBlocks::depth_of_slot`]), a few times,
 //!    and its current worker reported; if it keeps changing, that worker's depth is computed
 //!    from its own state under its lock ([`WorkerBlocks::depth_now`]). A slot found free
@@ -63,6 +66,10 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// Appends the depth of every slot holding the query's first block to `out` (unsorted),
     /// reading the shared structures without the workers' locks.
     fn search(&self, local_hashes: &[u64], out: &mut Vec<SlotDepth>);
+
+    /// The highest position a search may have read about a slot it found at `depth` (so a
+    /// change that touched only positions above it cannot have changed that answer).
+    fn read_reach(&self, depth: u32) -> u32;
 
     /// The depth of the query for one slot, read from the shared structures without locks
     /// (validated by the caller against the slot's version).
@@ -162,7 +169,10 @@ impl<B: WorkerBlocks> Backend for B {
                 let Some(version) = s.noted(slot) else {
                     continue; // not a holder of the first block at step 1
                 };
-                match registry.owner_if_unchanged(slot, version) {
+                let owner = registry
+                    .owner_if_unchanged(slot, version)
+                    .or_else(|| registry.owner_if_untouched(slot, version, self.read_reach(depth)));
+                match owner {
                     Some(worker) => push_match(out, worker, depth as usize),
                     None => s.retry.push(slot),
                 }
