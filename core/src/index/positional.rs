@@ -184,8 +184,14 @@ impl PositionalIndex {
             .get_or_init(|| parking_lot::RwLock::new(FxHashMap::default()))
     }
 
-    fn attach(&self, block: &Placed, slot: u32) {
-        self.registry.touch(slot, block.position);
+    /// Adds `slot` to the holders of `block`. The first block a store attaches is recorded
+    /// as touched for readers (`store_touched` false until then); the blocks it attaches
+    /// after that lie below it on its chain, so that one record covers them.
+    fn attach(&self, block: &Placed, slot: u32, store_touched: &mut bool) {
+        if !*store_touched {
+            self.registry.touch(slot, block.position, block.local);
+            *store_touched = true;
+        }
         self.level_or_create(block.position)
             .write()
             .entry(block.local)
@@ -198,7 +204,7 @@ impl PositionalIndex {
     }
 
     fn detach(&self, position: u32, local: u64, identity: u64, slot: u32) {
-        self.registry.touch(slot, position);
+        self.registry.touch(slot, position, local);
         let Some(level) = self.level(position) else {
             return;
         };
@@ -210,7 +216,15 @@ impl PositionalIndex {
     }
 
     /// Gives `name` to the block; replaces what the name meant before, if different.
-    fn add_name(&self, blocks: &mut WorkerState, slot: u32, name: u64, block: Placed) {
+    /// `store_touched` is [`Self::attach`]'s.
+    fn add_name(
+        &self,
+        blocks: &mut WorkerState,
+        slot: u32,
+        name: u64,
+        block: Placed,
+        store_touched: &mut bool,
+    ) {
         match blocks.names.get(&name) {
             Some(&held) if held == block.identity => return,
             Some(_) => {
@@ -255,7 +269,7 @@ impl PositionalIndex {
                 blocks.orphans += 1;
             }
         }
-        self.attach(&block, slot);
+        self.attach(&block, slot, store_touched);
     }
 
     #[inline]
@@ -435,6 +449,7 @@ impl WorkerBlocks for PositionalIndex {
         if !chain_fits(position, new_blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
+        let mut store_touched = false;
         for block in new_blocks {
             let identity = mix(prefix, block.local_hash);
             let placed = Placed {
@@ -443,7 +458,7 @@ impl WorkerBlocks for PositionalIndex {
                 identity,
                 parent: prefix,
             };
-            self.add_name(blocks, slot, block.seq_hash, placed);
+            self.add_name(blocks, slot, block.seq_hash, placed, &mut store_touched);
             prefix = identity;
             position += 1;
         }

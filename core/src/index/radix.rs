@@ -87,7 +87,16 @@ impl RadixIndex {
     }
 
     /// The child of `parent` for `local`, created if needed, with `slot` among its holders.
-    fn attach(&self, parent: &Arc<Node>, local: u64, slot: u32) -> Arc<Node> {
+    /// The first node a store attaches is recorded as touched for readers (`store_touched`
+    /// false until then); the nodes it attaches after that lie below it, so that one record
+    /// covers them.
+    fn attach(
+        &self,
+        parent: &Arc<Node>,
+        local: u64,
+        slot: u32,
+        store_touched: &mut bool,
+    ) -> Arc<Node> {
         let mut parent_state = parent.state.write();
         debug_assert!(!parent_state.unlinked, "attach under an unlinked node");
         let position = if self.is_root(parent) {
@@ -95,7 +104,10 @@ impl RadixIndex {
         } else {
             parent.position + 1
         };
-        self.registry.touch(slot, position);
+        if !*store_touched {
+            self.registry.touch(slot, position, local);
+            *store_touched = true;
+        }
         let child = Arc::clone(parent_state.children.entry(local).or_insert_with(|| {
             Arc::new(Node {
                 local,
@@ -110,7 +122,7 @@ impl RadixIndex {
 
     /// Drops `slot` from `node`'s holders and unlinks whatever that leaves unused.
     fn detach(&self, node: &Arc<Node>, slot: u32) {
-        self.registry.touch(slot, node.position);
+        self.registry.touch(slot, node.position, node.local);
         node.state.write().holders.remove(slot);
         let mut node = Arc::clone(node);
         while let Some(parent) = node.parent.upgrade() {
@@ -235,6 +247,7 @@ impl WorkerBlocks for RadixIndex {
         if !chain_fits(first, new_blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
+        let mut store_touched = false;
         for block in new_blocks {
             let existing = current
                 .state
@@ -249,7 +262,7 @@ impl WorkerBlocks for RadixIndex {
                 }
             }
             // Attach before dropping what the name meant: this keeps `current` pinned.
-            let child = self.attach(&current, block.local_hash, slot);
+            let child = self.attach(&current, block.local_hash, slot, &mut store_touched);
             self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child));
             current = child;
         }

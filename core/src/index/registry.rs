@@ -33,29 +33,105 @@ pub(crate) struct SlotInfo {
     version: AtomicU64,
     /// Set once the slot's worker is removed and purged, cleared when the slot is reused.
     free: AtomicBool,
-    /// The lowest position the latest change has touched so far: the change's odd version
-    /// (low 32 bits) in the high half, the position in the low half. Published before each
-    /// touch, so a reader that saw a touch also sees it here.
-    lowest_touch: AtomicU64,
+    /// What the latest change has touched so far (see [`Touches`]).
+    touches: Touches,
     /// Set by the positional index when a jump over this worker's blocks cannot be trusted
     /// (it holds a block whose parent it does not hold). Written with `Release` inside a
     /// change, so a reader that sees a new value also sees the version move.
     pub(crate) jumps_unsafe: AtomicBool,
 }
 
-/// Packs a change's odd version and a position for [`SlotInfo::lowest_touch`].
-fn touch_word(change: u64, position: u32) -> u64 {
-    (change << 32) | u64::from(position)
+/// Touch records a slot keeps: its latest touches, over however many changes they span.
+const TOUCH_RECORDS: usize = 8;
+
+/// The position a record gives a removal: it touches every block.
+const EVERYTHING: u32 = u32::MAX;
+
+/// The latest blocks a slot's changes have touched, for readers that overlapped them.
+///
+/// A record `(change, position, local)` stands for the block at `position` with local hash
+/// `local` and, when the change is a store, every block the store attaches after it (all on
+/// one chain below that block). A query reads about such blocks only if its own local hash at
+/// `position` is `local`, so a reader whose query differs there, or that read nothing at
+/// `position`, saw none of what the record stands for. Only the slot's change holder writes:
+/// a record is published before the block it names is changed, so a reader that saw a
+/// changed block also sees its record (or sees that the ring has moved past it).
+#[derive(Default)]
+struct Touches {
+    /// Records started: moved before a record is overwritten.
+    started: AtomicU64,
+    /// Records completed: moved after a record is written.
+    published: AtomicU64,
+    /// Per record: the change's number (its odd version / 2, low 32 bits) in the high half,
+    /// the position in the low half.
+    metas: [AtomicU64; TOUCH_RECORDS],
+    locals: [AtomicU64; TOUCH_RECORDS],
+}
+
+/// A change's number in a touch record.
+fn change_number(odd_version: u64) -> u32 {
+    (odd_version >> 1) as u32
+}
+
+impl Touches {
+    /// Records that the change with odd version `change` touches the block at `position`
+    /// with local hash `local` (`EVERYTHING`: every block).
+    fn record(&self, change: u64, position: u32, local: u64) {
+        let at = self.published.load(Ordering::Relaxed);
+        self.started.store(at + 1, Ordering::Relaxed);
+        // A reader that reads the overwritten record and then fences sees `started` moved.
+        fence(Ordering::Release);
+        let i = (at % TOUCH_RECORDS as u64) as usize;
+        let meta = (u64::from(change_number(change)) << 32) | u64::from(position);
+        self.metas[i].store(meta, Ordering::Relaxed);
+        self.locals[i].store(local, Ordering::Relaxed);
+        self.published.store(at + 1, Ordering::Release);
+    }
+
+    /// Whether a change numbered `first` or later (up to `changes` changes in all) may have
+    /// touched a block the query reads at a position up to `reach`: true if any record of
+    /// theirs says so, or if their records are not all still here.
+    fn may_have_touched(&self, first: u32, changes: u32, query: &[u64], reach: u32) -> bool {
+        let published = self.published.load(Ordering::Acquire);
+        let mut complete = false;
+        let mut oldest_read = published;
+        for at in (published.saturating_sub(TOUCH_RECORDS as u64)..published).rev() {
+            let i = (at % TOUCH_RECORDS as u64) as usize;
+            let meta = self.metas[i].load(Ordering::Relaxed);
+            let local = self.locals[i].load(Ordering::Relaxed);
+            oldest_read = at;
+            if ((meta >> 32) as u32).wrapping_sub(first) >= changes {
+                complete = true; // older than the window: so is everything before it
+                break;
+            }
+            let position = meta as u32;
+            if position == EVERYTHING
+                || (position <= reach && query.get(position as usize) == Some(&local))
+            {
+                return true;
+            }
+        }
+        // Fewer records than the ring holds: none was ever dropped.
+        complete |= published <= TOUCH_RECORDS as u64;
+        fence(Ordering::Acquire);
+        let started = self.started.load(Ordering::Relaxed);
+        // A record read may have been overwritten meanwhile.
+        let overwritten = oldest_read + (TOUCH_RECORDS as u64) < started;
+        !complete || overwritten
+    }
 }
 
 impl SlotInfo {
-    /// Marks the start of a change: the version becomes odd. `lowest` is the lowest position
-    /// known to be touched already (`u32::MAX`: none yet; 0 for a removal).
-    fn begin_change(&self, lowest: u32) {
+    /// Marks the start of a change: the version becomes odd (a removal touches everything).
+    fn begin_change(&self, touches_everything: bool) {
         let before = self.version.fetch_add(1, Ordering::AcqRel);
         debug_assert!(before % 2 == 0, "changes of one slot do not overlap");
-        self.lowest_touch
-            .store(touch_word(before + 1, lowest), Ordering::Release);
+        // Whatever this change writes next is ordered after the version move for a reader
+        // that reads it and then fences (a seqlock writer).
+        fence(Ordering::Release);
+        if touches_everything {
+            self.touches.record(before + 1, EVERYTHING, 0);
+        }
     }
 
     /// Marks the end of a change: the version becomes even again.
@@ -86,8 +162,22 @@ pub(crate) struct Entry<S> {
     removed: bool,
 }
 
+/// A counter on a cache line of its own (readers poll it while writers move it).
+#[derive(Default)]
+#[repr(align(64))]
+struct PaddedCounter(AtomicU64);
+
+/// Whether any change was in progress, seen from a reader: taken by [`Registry::quiet`].
+#[derive(Clone, Copy)]
+pub(crate) struct Quiet {
+    begun: u64,
+}
+
 /// See the module docs.
 pub(crate) struct Registry<S> {
+    /// Changes (of any slot) begun and ended: equal while no change is in progress.
+    changes_begun: PaddedCounter,
+    changes_ended: PaddedCounter,
     workers: DashMap<Worker, Arc<Mutex<Entry<S>>>, FxBuildHasher>,
     slots: Segmented<SlotInfo>,
     free_slots: Mutex<Vec<u32>>,
@@ -98,6 +188,8 @@ pub(crate) struct Registry<S> {
 impl<S: Default> Registry<S> {
     pub(crate) fn new() -> Self {
         Self {
+            changes_begun: PaddedCounter::default(),
+            changes_ended: PaddedCounter::default(),
             workers: DashMap::with_hasher(FxBuildHasher),
             slots: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
@@ -166,12 +258,13 @@ impl<S: Default> Registry<S> {
             return;
         };
         let mut guard: MutexGuard<'_, Entry<S>> = entry.lock();
-        // The version stays odd until the slot is given to another worker; a removal touches
-        // everything (position 0).
-        self.info(guard.slot).begin_change(0);
+        // The version stays odd until the slot is given to another worker.
+        self.begin_any_change();
+        self.info(guard.slot).begin_change(true);
         purge(&mut guard);
         guard.removed = true;
         self.info(guard.slot).free.store(true, Ordering::Release);
+        self.end_any_change();
         self.free_slots.lock().push(guard.slot);
     }
 
@@ -183,9 +276,11 @@ impl<S: Default> Registry<S> {
         change: impl FnOnce(&mut S, u32) -> R,
     ) -> R {
         let info = self.info(entry.slot);
-        info.begin_change(u32::MAX);
+        self.begin_any_change();
+        info.begin_change(false);
         let result = change(&mut entry.state, entry.slot);
         info.end_change();
+        self.end_any_change();
         result
     }
 
@@ -195,34 +290,79 @@ impl<S: Default> Registry<S> {
             .expect("a known worker's slot is allocated")
     }
 
-    /// Records that the change in progress on `slot` is about to touch `position` (call it
-    /// before changing what readers see there). Only the worker's lock holder calls it.
+    /// Counts a change as begun, before it changes anything readers see.
+    fn begin_any_change(&self) {
+        self.changes_begun.0.fetch_add(1, Ordering::AcqRel);
+        // What the change writes next is ordered after the count for a reader that reads it
+        // and then fences.
+        fence(Ordering::Release);
+    }
+
+    /// Counts a change as ended, after everything it changed.
+    fn end_any_change(&self) {
+        self.changes_ended.0.fetch_add(1, Ordering::Release);
+    }
+
+    /// `Some` if no change is in progress now: then every structure is in one stable state,
+    /// and stays in it until [`Registry::still_quiet`] says otherwise.
     #[inline]
-    pub(crate) fn touch(&self, slot: u32, position: u32) {
+    pub(crate) fn quiet(&self) -> Option<Quiet> {
+        // Ended first: if begun then equals it, no change was in progress when ended was read
+        // (begun never trails ended) and none began in between.
+        let ended = self.changes_ended.0.load(Ordering::Acquire);
+        let begun = self.changes_begun.0.load(Ordering::Acquire);
+        (begun == ended).then_some(Quiet { begun })
+    }
+
+    /// Whether no change has begun since `quiet` was taken: then reads made in between saw
+    /// the one stable state of that moment, and every slot they met belonged to the worker
+    /// [`Registry::worker_at`] names.
+    #[inline]
+    pub(crate) fn still_quiet(&self, quiet: Quiet) -> bool {
+        fence(Ordering::Acquire);
+        self.changes_begun.0.load(Ordering::Relaxed) == quiet.begun
+    }
+
+    /// Records that the change in progress on `slot` is about to touch the block at
+    /// `position` with local hash `local` (in a store: that block and every block the store
+    /// attaches after it). Call it before changing what readers see there; only the worker's
+    /// lock holder calls it.
+    #[inline]
+    pub(crate) fn touch(&self, slot: u32, position: u32, local: u64) {
         if let Some(info) = self.slots.get(slot as usize) {
-            let word = info.lowest_touch.load(Ordering::Relaxed);
-            if (word as u32) > position {
-                info.lowest_touch
-                    .store(touch_word(word >> 32, position), Ordering::Release);
-            }
+            let change = info.version.load(Ordering::Relaxed);
+            debug_assert!(change % 2 == 1, "touches happen inside a change");
+            info.touches
+                .record(change, position.min(EVERYTHING - 1), local);
         }
     }
 
-    /// The slot's worker if at most one change overlapped the reads this validates (the one
-    /// in progress at `version`, read before them, or else the next one) and it has touched
-    /// no position up to `reach` (so far, if it is still in progress). The worker's blocks at
-    /// positions up to `reach` were then the same at every instant of those reads.
+    /// The slot's worker if the changes that overlapped the reads this validates (the one in
+    /// progress at `version`, read before them, and any since) have touched no block of
+    /// `query` up to position `reach`, as far as they have got. The worker's blocks those
+    /// reads reached were then the same at every instant of the reads, and its depth is the
+    /// same in every state it passed through meanwhile.
     #[inline]
-    pub(crate) fn owner_if_untouched(&self, slot: u32, version: u64, reach: u32) -> Option<Worker> {
+    pub(crate) fn owner_if_untouched(
+        &self,
+        slot: u32,
+        version: u64,
+        query: &[u64],
+        reach: u32,
+    ) -> Option<Worker> {
         let info = self.slots.get(slot as usize)?;
         let now = info.version.load(Ordering::Acquire);
-        let change = version | 1; // the odd version of the one change allowed
-        if now != change && now != change + 1 {
-            return None;
+        let first = version | 1; // the first change that may overlap
+        if now < first {
+            return None; // unchanged: `owner_if_unchanged`'s case, or not a version noted
         }
-        let word = info.lowest_touch.load(Ordering::Acquire);
-        // A removal publishes position 0, so a slot reused by another worker never passes.
-        if word >> 32 != change & u64::from(u32::MAX) || (word as u32) <= reach {
+        // The changes `first..=now` (odd versions), counted.
+        let changes = ((now - first) / 2 + 1).min(u64::from(u32::MAX)) as u32;
+        // A removal touches everything, so a slot reused by another worker never passes.
+        if info
+            .touches
+            .may_have_touched(change_number(first), changes, query, reach)
+        {
             return None;
         }
         let worker = Worker::new(
@@ -242,6 +382,15 @@ impl<S: Default> Registry<S> {
                 .version
                 .load(Ordering::Acquire),
         )
+    }
+
+    /// A slot's version, read before a reader reads the index about it; `None` once the slot
+    /// is free (its worker was removed).
+    #[inline]
+    pub(crate) fn version_unless_free(&self, slot: u32) -> Option<u64> {
+        let info = self.slots.get(slot as usize)?;
+        let version = info.version.load(Ordering::Acquire);
+        (version % 2 == 0 || !info.free.load(Ordering::Acquire)).then_some(version)
     }
 
     /// The slot's worker if its version is still `version` and even (read before the reads
@@ -348,5 +497,69 @@ impl<S: Default> Registry<S> {
     /// Sum over workers of the names they hold.
     pub(crate) fn worker_blocks(&self) -> u64 {
         self.worker_blocks.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Odd versions of consecutive changes.
+    const C1: u64 = 11;
+    const C2: u64 = 13;
+
+    fn touched(t: &Touches, first: u64, changes: u32, query: &[u64], reach: u32) -> bool {
+        t.may_have_touched(change_number(first), changes, query, reach)
+    }
+
+    #[test]
+    fn a_touch_counts_only_where_the_query_has_that_block_within_reach() {
+        let t = Touches::default();
+        t.record(C1, 2, 30);
+        let query = [10, 20, 30, 40];
+        assert!(touched(&t, C1, 1, &query, 2));
+        assert!(touched(&t, C1, 1, &query, 3));
+        assert!(
+            !touched(&t, C1, 1, &query, 1),
+            "beyond what the read reached"
+        );
+        assert!(
+            !touched(&t, C1, 1, &[10, 20, 31, 40], 3),
+            "another block there"
+        );
+        assert!(!touched(&t, C1, 1, &[10, 20], 3), "past the query's end");
+    }
+
+    #[test]
+    fn touches_of_changes_before_the_window_do_not_count() {
+        let t = Touches::default();
+        t.record(C1, 0, 10);
+        t.record(C2, 3, 99);
+        let query = [10, 20, 30, 40];
+        assert!(touched(&t, C1, 2, &query, 3));
+        assert!(!touched(&t, C2, 1, &query, 3));
+    }
+
+    #[test]
+    fn a_removal_touches_everything() {
+        let t = Touches::default();
+        t.record(C1, EVERYTHING, 0);
+        assert!(touched(&t, C1, 1, &[1], 0));
+    }
+
+    #[test]
+    fn a_window_with_more_touches_than_records_counts_as_touched() {
+        let t = Touches::default();
+        // Touches far from the query, but more than the ring keeps: the oldest are lost.
+        for i in 0..=TOUCH_RECORDS as u32 {
+            t.record(C2, 100 + i, 7);
+        }
+        assert!(touched(&t, C2, 1, &[1, 2, 3], 2));
+        // Had they all belonged to the window's predecessor, nothing would count.
+        let t = Touches::default();
+        for i in 0..=TOUCH_RECORDS as u32 {
+            t.record(C1, 100 + i, 7);
+        }
+        assert!(!touched(&t, C2, 1, &[1, 2, 3], 2));
     }
 }

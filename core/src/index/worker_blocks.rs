@@ -13,17 +13,21 @@
 //! 2. take a [`SlotSnapshot`] of each (its worker and version);
 //! 3. run the backend's search, which reads the first block's holders again and reports a
 //!    depth per slot;
-//! 4. keep a slot's depth only if its version is even and unchanged since step 2: then the
-//!    search saw one stable state of that one worker (see the registry's slot versions), and
-//!    the depth is exact for it. The same holds if one change began since and has touched
-//!    only positions beyond what the search read about that slot
-//!    ([`WorkerBlocks::read_reach`]): every read saw the worker as it was, and still is, there
-//!    (the common case under ingest: evictions at the ends of long chains). Any other slot of step 2 is read again on its own, the same
-//!    way (a stable version before and after [`WorkerBlocks::depth_of_slot`]), a few times,
-//!    and its current worker reported; if it keeps changing, that worker's depth is computed
-//!    from its own state under its lock ([`WorkerBlocks::depth_now`]). A slot found free
-//!    means its step-1 worker was removed meanwhile. Readers never block writers unless a
-//!    worker changes under every one of those re-reads.
+//! 4. keep a slot's depth if its version is even and unchanged since step 2: then the search
+//!    saw one stable state of that one worker (see the registry's slot versions), and the
+//!    depth is exact for it. Keep it too if the changes since step 2 (however many) have
+//!    touched no block of the query at a position the search could read about that slot
+//!    ([`WorkerBlocks::read_reach`], at most the query's last position): writers record each
+//!    block they are about to touch (a store: its first new block, which covers the chain
+//!    below it), so every read about that worker saw what it held throughout, and the depth
+//!    is its depth in every state it passed through. This is the common case under ingest:
+//!    other workers' and other chains' blocks change. Any other slot of step 2 is read again
+//!    on its own ([`WorkerBlocks::depth_of_slot`], validated the same two ways, the first
+//!    time without waiting for a change in progress), a few times, and its current worker
+//!    reported; if it keeps changing, that worker's depth is computed from its own state
+//!    under its lock ([`WorkerBlocks::depth_now`]). A slot found free means its step-1
+//!    worker was removed meanwhile (a removal counts as touching every block). Readers
+//!    never block writers unless a worker changes under every one of those re-reads.
 //!
 //! So each worker is reported with its exact depth at some instant during the call, a worker
 //! left out held no prefix of the query at some instant during the call (at step 1, step 3,
@@ -142,12 +146,31 @@ impl<B: WorkerBlocks> Backend for B {
             return;
         };
         with_scratch(&READ_SCRATCH, |s: &mut ReadScratch| {
+            let registry = self.registry();
+            // No change in progress: search, and if none began meanwhile, that was one
+            // stable state (the module docs' steps are for reads that overlap changes).
+            #[cfg(test)]
+            let quiet = registry.quiet().filter(|_| tests::quiet_path_allowed());
+            #[cfg(not(test))]
+            let quiet = registry.quiet();
+            if let Some(quiet) = quiet {
+                s.found.clear();
+                #[cfg(test)]
+                tests::at_step(tests::ReadStep::Quiet);
+                self.search(local_hashes, &mut s.found);
+                if registry.still_quiet(quiet) {
+                    for &(slot, depth) in &s.found {
+                        push_match(out, registry.worker_at(slot), depth as usize);
+                    }
+                    sort_matches(out);
+                    return;
+                }
+            }
             // Steps 1 and 2 (see the module docs).
             self.first_holders(first_local, &mut s.slots);
             if s.slots.is_empty() {
                 return;
             }
-            let registry = self.registry();
             s.begin_query();
             for at in 0..s.slots.len() {
                 let slot = s.slots[at];
@@ -163,15 +186,18 @@ impl<B: WorkerBlocks> Backend for B {
             #[cfg(test)]
             tests::at_step(tests::ReadStep::Searched);
             // Step 4.
+            let last_position = (local_hashes.len() - 1).min(u32::MAX as usize) as u32;
             s.retry.clear();
             for at in 0..s.found.len() {
                 let (slot, depth) = s.found[at];
                 let Some(version) = s.noted(slot) else {
                     continue; // not a holder of the first block at step 1
                 };
+                // No search reads past the query's last position.
+                let reach = self.read_reach(depth).min(last_position);
                 let owner = registry
                     .owner_if_unchanged(slot, version)
-                    .or_else(|| registry.owner_if_untouched(slot, version, self.read_reach(depth)));
+                    .or_else(|| registry.owner_if_untouched(slot, version, local_hashes, reach));
                 match owner {
                     Some(worker) => push_match(out, worker, depth as usize),
                     None => s.retry.push(slot),
@@ -212,6 +238,20 @@ impl<B: WorkerBlocks> ReadAgain for B {
     /// the new one is reported like any other. A worker already in `out` is not added again.
     fn read_again(&self, slot: u32, local_hashes: &[u64], out: &mut Vec<Match>) {
         let registry = self.registry();
+        // First without waiting: a change in progress that has not touched the positions
+        // this read reaches (up to the depth found, where it misses) leaves them as they were.
+        let Some(version) = registry.version_unless_free(slot) else {
+            return;
+        };
+        let depth = self.depth_of_slot(slot, local_hashes);
+        let reach = depth.min(u32::MAX as usize) as u32;
+        if let Some(worker) = registry
+            .owner_if_unchanged(slot, version)
+            .or_else(|| registry.owner_if_untouched(slot, version, local_hashes, reach))
+        {
+            push_unique(out, worker, depth);
+            return;
+        }
         for _ in 0..REREADS {
             let Some(owner) = registry.stable_owner(slot) else {
                 return;
@@ -317,6 +357,8 @@ pub(crate) mod tests {
     /// The points of a read where the hook runs.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub(crate) enum ReadStep {
+        /// In the path for reads that start while no change is in progress, before the search.
+        Quiet,
         Snapshotted,
         Searched,
     }
@@ -325,6 +367,13 @@ pub(crate) mod tests {
 
     thread_local! {
         static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
+        /// The step the installed hook writes at.
+        static HOOK_STEP: std::cell::Cell<Option<ReadStep>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// Reads take the quiet path unless a test writes at a step of the other one.
+    pub(crate) fn quiet_path_allowed() -> bool {
+        matches!(HOOK_STEP.with(|s| s.get()), None | Some(ReadStep::Quiet))
     }
 
     pub(crate) fn at_step(step: ReadStep) {
@@ -344,6 +393,7 @@ pub(crate) mod tests {
     ) -> Vec<Match> {
         let target = Arc::clone(index);
         let mut writes = Some(writes);
+        HOOK_STEP.with(|s| s.set(Some(step)));
         HOOK.with(|h| {
             *h.borrow_mut() = Some(Box::new(move |at| {
                 if at == step {
@@ -356,6 +406,7 @@ pub(crate) mod tests {
         let mut out = Vec::new();
         index.find_matches_into(q, &mut out);
         HOOK.with(|h| *h.borrow_mut() = None);
+        HOOK_STEP.with(|s| s.set(None));
         out
     }
 
@@ -388,7 +439,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_recycled_slot_is_credited_only_with_what_its_new_worker_holds() {
-        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+        for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
             for (name, index) in backends() {
                 apply(&*index, chain(W1, &X, 100));
                 // W1 goes and W2 takes its slot with the very chain the reader asks for: W1
@@ -413,7 +464,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_slot_freed_during_the_read_names_nobody() {
-        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+        for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
             for (name, index) in backends() {
                 apply(&*index, chain(W1, &X, 100));
                 let got = query_with(&index, &X, step, |ix| ix.remove_worker(1));
@@ -427,7 +478,7 @@ pub(crate) mod tests {
         // The audit's recipe: W1 holds X, W2 (on W1's old slot) holds Y; a reader of X must
         // never be told that W2 holds X.
         let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
-        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+        for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
             for (name, index) in backends() {
                 apply(&*index, chain(W1, &X, 100));
                 let y = y.clone();
@@ -471,7 +522,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_worker_removed_and_recreated_during_the_read_appears_once() {
-        for step in [ReadStep::Snapshotted, ReadStep::Searched] {
+        for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
             for (name, index) in backends() {
                 apply(&*index, chain(W2, &X, 200)); // takes slot 0
                 apply(&*index, chain(W1, &X, 100)); // slot 1
