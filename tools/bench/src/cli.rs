@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::sim::{Policy, RouterIndex};
+use crate::sim::{EngineHash, Policy, RouterIndex};
 use crate::target::Subject;
 
 /// Trace replay for kvidx: a mock prefix-caching engine fleet, workload files, and an honest
@@ -84,6 +84,12 @@ pub struct EngineArgs {
     /// Where kv-aware routing reads overlaps.
     #[arg(long, value_enum, default_value_t = RouterIndex::Positional)]
     pub router_index: RouterIndex,
+    /// How the engines name blocks in their events. `shared`: the hashing contract's sequence
+    /// hashes, the same for a prefix on every worker. `per-worker`: each worker salts its
+    /// sequence hashes (as an engine with its own hash seed does), so the same prefix has
+    /// different names on different workers; local hashes, queries and routing are unchanged.
+    #[arg(long, value_enum, default_value_t = EngineHash::Shared)]
+    pub engine_hash: EngineHash,
 }
 
 impl EngineArgs {

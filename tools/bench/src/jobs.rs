@@ -10,7 +10,7 @@ use crate::cli::{EngineArgs, GenerateArgs, MainArgs, MeasureArgs, ReplayArgs, Re
 use crate::meta::RunMeta;
 use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::report::FirstBlock;
-use crate::sim::{simulate, Policy, Routing, SimConfig, SimOutput};
+use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput};
 use crate::trace::{read_trace, Request};
 use crate::workload::{read_workload, write_workload, Counts, TimedOp};
 use crate::{plot, report};
@@ -90,20 +90,25 @@ fn sim_config(engine: &EngineArgs, policy: Policy) -> Result<SimConfig, String> 
         policy,
         router_index: engine.router_index,
         decode_ms_per_token: engine.decode_ms_per_token,
+        engine_hash: engine.engine_hash,
     })
 }
 
 fn describe_fleet(path: &Path, trace: &[Request], e: &EngineArgs) -> String {
     format!(
         "trace {} ({} requests); {} workers x {} blocks, length factor {}, duplication {}, \
-         decode {} ms/token",
+         decode {} ms/token{}",
         path.display(),
         trace.len(),
         e.workers(),
         e.blocks_per_worker(),
         e.length_factor,
         e.duplication.max(1),
-        e.decode_ms_per_token
+        e.decode_ms_per_token,
+        match e.engine_hash {
+            EngineHash::Shared => "",
+            EngineHash::PerWorker => ", engine hashes salted per worker",
+        }
     )
 }
 
@@ -146,6 +151,7 @@ struct Fleet {
     duplication: u32,
     decode_ms_per_token: f64,
     seed: u64,
+    engine_hash: &'static str,
     replayed_policy: &'static str,
 }
 
@@ -219,6 +225,7 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
             duplication: e.duplication.max(1),
             decode_ms_per_token: e.decode_ms_per_token,
             seed: e.seed,
+            engine_hash: e.engine_hash.name(),
             replayed_policy: args.policy.name(),
         },
         rows: routing.iter().map(|(p, r)| RoutingRow::of(*p, r)).collect(),

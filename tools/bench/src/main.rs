@@ -5,6 +5,7 @@ mod baseline;
 mod block_pool;
 mod chain;
 mod cli;
+mod engine_hash;
 mod jobs;
 mod meta;
 #[cfg(feature = "peer")]

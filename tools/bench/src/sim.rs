@@ -14,6 +14,8 @@ use kvidx::{Block, Event, Worker};
 
 use crate::block_pool::BlockPool;
 use crate::chain::{decode_chain, prompt_chain};
+pub use crate::engine_hash::EngineHash;
+use crate::engine_hash::Salter;
 use crate::progress;
 use crate::router::{Load, Router};
 pub use crate::router::{Policy, RouterIndex};
@@ -39,6 +41,8 @@ pub struct SimConfig {
     pub router_index: RouterIndex,
     /// Simulated decode time per output token, in milliseconds.
     pub decode_ms_per_token: f64,
+    /// How the engines name their blocks: the contract's shared chain, or salted per worker.
+    pub engine_hash: EngineHash,
 }
 
 /// Routing quality and event counts of one simulation.
@@ -101,12 +105,18 @@ struct Fleet {
     routing: Routing,
     /// Requests routed to each worker.
     served: Vec<u64>,
+    /// Renames published events to per-worker salted names (`EngineHash::PerWorker`).
+    salter: Option<Salter>,
 }
 
 impl Fleet {
-    /// Moves the events the pools just published into the workload and the router's index.
+    /// Moves the events the pools just published into the workload and the router's index
+    /// (renamed to the worker's salted names first, with per-worker engine hashes).
     fn publish(&mut self, t: u64) {
-        for event in self.events.drain(..) {
+        for mut event in self.events.drain(..) {
+            if let Some(salter) = &mut self.salter {
+                salter.rename(&mut event);
+            }
             match &event.data {
                 kvidx::EventData::Stored { .. } => self.routing.stored_events += 1,
                 kvidx::EventData::Removed { .. } => self.routing.removed_events += 1,
@@ -182,6 +192,10 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
         events: Vec::new(),
         routing: Routing::default(),
         served: vec![0; cfg.workers],
+        salter: match cfg.engine_hash {
+            EngineHash::Shared => None,
+            EngineHash::PerWorker => Some(Salter::new()),
+        },
     };
     let bar = progress::bar(
         trace.len() as u64,
@@ -251,6 +265,7 @@ mod tests {
             policy,
             router_index,
             decode_ms_per_token: 20.0,
+            engine_hash: EngineHash::Shared,
         }
     }
 
@@ -376,6 +391,217 @@ mod tests {
         assert_eq!(
             dup.routing.prompt_blocks,
             3 * simulate(&trace, &cfg).routing.prompt_blocks
+        );
+    }
+
+    /// The shared name -> published name map of each worker's blocks, checking that the two
+    /// workloads are the same run: same operations, workers, event ids and local hashes, in
+    /// the same order, only sequence hashes renamed (one published name per shared name and
+    /// worker, one shared name per published name).
+    fn renaming(shared: &[TimedOp], salted: &[TimedOp]) -> HashMap<(Worker, u64), u64> {
+        assert_eq!(shared.len(), salted.len());
+        let mut map: HashMap<(Worker, u64), u64> = HashMap::new();
+        let mut back: HashMap<(Worker, u64), u64> = HashMap::new();
+        let mut pair = |w: Worker, a: u64, b: u64| {
+            assert_eq!(*map.entry((w, a)).or_insert(b), b, "one name per block");
+            assert_eq!(*back.entry((w, b)).or_insert(a), a, "one block per name");
+        };
+        for (a, b) in shared.iter().zip(salted) {
+            assert_eq!(a.t, b.t);
+            match (&a.op, &b.op) {
+                (Op::Match(x), Op::Match(y)) => assert_eq!(x, y, "queries unchanged"),
+                (Op::Event(x), Op::Event(y)) => {
+                    assert_eq!((x.worker, x.event_id), (y.worker, y.event_id));
+                    let w = x.worker;
+                    match (&x.data, &y.data) {
+                        (
+                            EventData::Stored {
+                                parent: pa,
+                                blocks: ba,
+                            },
+                            EventData::Stored {
+                                parent: pb,
+                                blocks: bb,
+                            },
+                        ) => {
+                            assert_eq!(pa.is_some(), pb.is_some());
+                            if let (Some(pa), Some(pb)) = (pa, pb) {
+                                pair(w, *pa, *pb);
+                            }
+                            assert_eq!(ba.len(), bb.len());
+                            for (ka, kb) in ba.iter().zip(bb) {
+                                assert_eq!(ka.local_hash, kb.local_hash, "local hashes unchanged");
+                                pair(w, ka.seq_hash, kb.seq_hash);
+                            }
+                        }
+                        (
+                            EventData::Removed { seq_hashes: ra },
+                            EventData::Removed { seq_hashes: rb },
+                        ) => {
+                            assert_eq!(ra.len(), rb.len());
+                            for (na, nb) in ra.iter().zip(rb) {
+                                pair(w, *na, *nb);
+                            }
+                        }
+                        (x, y) => panic!("different events: {x:?} / {y:?}"),
+                    }
+                }
+                (x, y) => panic!("different operations: {x:?} / {y:?}"),
+            }
+        }
+        map
+    }
+
+    /// Every (worker, published name) pair of the workload's Stored events.
+    fn stored_names(ops: &[TimedOp]) -> HashMap<u64, HashSet<Worker>> {
+        let mut by_name: HashMap<u64, HashSet<Worker>> = HashMap::new();
+        for op in ops {
+            if let Op::Event(e) = &op.op {
+                if let EventData::Stored { blocks, .. } = &e.data {
+                    for b in blocks {
+                        by_name.entry(b.seq_hash).or_default().insert(e.worker);
+                    }
+                }
+            }
+        }
+        by_name
+    }
+
+    #[test]
+    fn per_worker_engine_hashes_rename_blocks_per_worker_and_keep_the_stream_valid() {
+        // Deep chains (length factor 32) on pools small enough to evict mid-conversation; the
+        // router reads a kvidx index fed the published (salted) events.
+        let trace = sample(60);
+        let cfg = SimConfig {
+            blocks_per_worker: 1500,
+            length_factor: 32,
+            ..config(Policy::KvCost, RouterIndex::Positional)
+        };
+        let shared = simulate(&trace, &cfg);
+        let salted = simulate(
+            &trace,
+            &SimConfig {
+                engine_hash: EngineHash::PerWorker,
+                ..cfg
+            },
+        );
+        // The same run (same routing, evictions, queries), only the names differ, and
+        // consistently: a block has one published name for as long as its worker holds it.
+        assert_eq!(shared.routing, salted.routing);
+        assert_eq!(shared.final_blocks, salted.final_blocks);
+        assert!(shared.routing.removed_events > 1000, "the pools evict");
+        let map = renaming(&shared.ops, &salted.ops);
+        assert!(map.iter().all(|((_, a), b)| a != b), "every name is salted");
+        // The same prefix block, held by several workers: one name with shared hashes, a
+        // different name on every worker with salted ones.
+        let (by_shared, by_salted) = (stored_names(&shared.ops), stored_names(&salted.ops));
+        // (Every request of the trace starts with the same hash id: at least its 32 blocks.)
+        let on_many = by_shared.values().filter(|w| w.len() > 1).count();
+        assert!(on_many >= 32, "prefixes shared by workers: {on_many}");
+        assert!(
+            by_salted.values().all(|w| w.len() == 1),
+            "no salted name is published by two workers"
+        );
+        let first = map
+            .iter()
+            .filter(|((_, a), _)| by_shared[a].len() > 1)
+            .map(|((w, a), b)| (*a, (*w, *b)))
+            .fold(
+                HashMap::<u64, Vec<(Worker, u64)>>::new(),
+                |mut m, (a, wb)| {
+                    m.entry(a).or_default().push(wb);
+                    m
+                },
+            );
+        for (name, per_worker) in &first {
+            let distinct: HashSet<u64> = per_worker.iter().map(|(_, b)| *b).collect();
+            assert_eq!(distinct.len(), per_worker.len(), "shared name {name}");
+        }
+        // Valid for an index: parents held, removals of held blocks only, capacity kept.
+        assert_eq!(check_stream(&salted.ops, 1500), salted.final_blocks);
+        let index = Indexer::new(Config {
+            backend: BackendKind::Reference,
+            event_threads: 0,
+            ..Config::default()
+        })
+        .unwrap();
+        for op in &salted.ops {
+            if let Op::Event(e) = &op.op {
+                index.apply_event(e.clone()).unwrap();
+            }
+        }
+        let stats = index.stats();
+        assert_eq!((stats.events_rejected, stats.unknown_removals), (0, 0));
+        assert_eq!(stats.worker_blocks, salted.final_blocks);
+        // The exact backends answer every query as the reference model does, and as they do
+        // on the shared-hash run: names are opaque to them.
+        use crate::target::Subject;
+        let a = crate::agree::check(
+            &salted.ops,
+            &[Subject::Reference, Subject::Positional, Subject::Radix],
+        )
+        .unwrap();
+        assert_eq!(a.queries, 60);
+        assert_eq!(a.differ, vec![("positional", 0), ("radix", 0)]);
+        let answers = |ops: &[TimedOp]| {
+            let index = Subject::Positional.indexer(0);
+            let mut all = Vec::new();
+            for op in ops {
+                match &op.op {
+                    Op::Event(e) => index.apply_event(e.clone()).unwrap(),
+                    Op::Match(q) => all.push(index.find_matches(q)),
+                }
+            }
+            all
+        };
+        let (want, got) = (answers(&shared.ops), answers(&salted.ops));
+        assert!(
+            want.iter().filter(|m| !m.is_empty()).count() > 30,
+            "most queries find a cached prefix"
+        );
+        assert_eq!(want, got);
+    }
+
+    /// A digest of a workload file's bytes (XXH3 of the hashing contract, so it is stable).
+    fn digest(bytes: &[u8]) -> u64 {
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| {
+                let mut w = [0u8; 4];
+                w[..c.len()].copy_from_slice(c);
+                u32::from_le_bytes(w)
+            })
+            .collect();
+        kvidx::hashing::local_hash(&words) ^ bytes.len() as u64
+    }
+
+    #[test]
+    fn the_default_shared_hashes_write_the_same_workload_as_before() {
+        // `generate --quick --workers 8 --blocks-per-worker 1024 --length-factor 8` (seed 42,
+        // kv-cost, positional router index): the digest of the file the tool wrote before
+        // `--engine-hash` existed (commit 7502a7d).
+        let cfg = SimConfig {
+            workers: 8,
+            blocks_per_worker: 1024,
+            length_factor: 8,
+            duplication: 1,
+            seed: 42,
+            policy: Policy::KvCost,
+            router_index: RouterIndex::Positional,
+            decode_ms_per_token: 20.0,
+            engine_hash: EngineHash::default(),
+        };
+        let out = simulate(&sample(400), &cfg);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.jsonl");
+        crate::workload::write_workload(&path, &out.ops).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(out.ops.len(), 71070);
+        assert_eq!(
+            digest(&bytes),
+            0xcc4a_98b3_3403_9323,
+            "{:#x}",
+            digest(&bytes)
         );
     }
 
