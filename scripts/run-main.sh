@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds kvidx-bench (release) and runs it. With no arguments it runs the full
 # conversation trace shipped in data/ (12,031 requests, 256 workers x 4,096 blocks, length
-# factor 4, median of 3 closed-loop runs: the published measurement, about a minute on 2
+# factor 4, median of 3 closed-loop runs: the published measurement, about 2 minutes on 2
 # cores) through the mock engine fleet under every routing policy, prints routing quality,
 # replays the kv-cost workload against every index side by side and writes plots and
 # results.json (with the commit, machine and command) to target/kvidx-bench/main/.

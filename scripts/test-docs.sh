@@ -4,7 +4,8 @@
 #     pipefail` from the repository root (so a block cannot lean on exports of another).
 #     Long commands run in a short form, listed in SHORT below and printed when used.
 #  2. Nothing in the repository points outside it: no tracked file names the sibling folder
-#     "shared" (as a relative path from the clone), which a clone does not have.
+#     "shared" (as a relative path from the clone), which a clone does not have, and every
+#     relative link of a tracked Markdown file resolves to a file of the repository.
 #  3. The API docs build without warnings: RUSTDOCFLAGS="-D warnings" cargo doc.
 # Usage: bash scripts/test-docs.sh [--list]   (--list prints the blocks and runs nothing)
 set -euo pipefail
@@ -84,6 +85,21 @@ if git ls-files -z | xargs -0 grep -n -F "$needle" -- 2>/dev/null; then
   fail "tracked files refer to $needle (outside the repository)"
 fi
 ok "no tracked file refers to $needle"
+# Every relative link of a tracked Markdown file names a file or folder of the repository.
+broken=0
+while IFS= read -r md; do
+  dir="$(dirname "$md")"
+  while IFS= read -r target; do
+    target="${target%%#*}"
+    case "$target" in ''|http://*|https://*|mailto:*) continue ;; esac
+    if [ ! -e "$dir/$target" ]; then
+      echo "test-docs: $md links to $target, which is not in the repository" >&2
+      broken=$((broken + 1))
+    fi
+  done < <(grep -o '\]([^)[:space:]]*)' "$md" | sed 's/^\](//; s/)$//')
+done < <(git ls-files '*.md')
+[ "$broken" -eq 0 ] || fail "$broken Markdown links point outside the repository or nowhere"
+ok "every relative Markdown link resolves inside the repository"
 
 # 3. API docs without warnings.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet ||

@@ -201,7 +201,7 @@ struct Worker {
 
 /// Index backends.
 enum class Backend : std::uint32_t {
-  positional = KVIDX_BACKEND_POSITIONAL,  ///< The positional ("flash") index.
+  positional = KVIDX_BACKEND_POSITIONAL,  ///< Per-position tables with exact jump search (the default).
   radix = KVIDX_BACKEND_RADIX,            ///< The concurrent radix tree.
 };
 

@@ -264,6 +264,10 @@ func TestApplyEventsAllocatesNothingInSteadyState(t *testing.T) {
 }
 
 func TestConfigAndVersion(t *testing.T) {
+	// The lib* helpers assume a loaded library (purego loads it on first use of the API).
+	if err := load(); err != nil {
+		t.Fatal(err)
+	}
 	if got := libConfigDefault(); got != DefaultConfig() {
 		t.Fatalf("DefaultConfig %+v, library default %+v", DefaultConfig(), got)
 	}
@@ -274,10 +278,18 @@ func TestConfigAndVersion(t *testing.T) {
 	if err != nil || v == "" || strings.Count(v, ".") < 2 {
 		t.Fatalf("Version() = %q, %v", v, err)
 	}
-	for s := StatusOK; s <= StatusTooLarge+1; s++ {
-		if libStatusStr(uint32(s)) == "" {
-			t.Fatalf("library has no text for status %d", s)
+	// The library's status list (src/c_types.rs) is the one list: Go names exactly the
+	// statuses the library knows, and no other.
+	const unknown = "unknown kvidx status code"
+	for s := StatusOK; s <= StatusTooLarge+8; s++ {
+		libKnows := libStatusStr(uint32(s)) != unknown
+		goKnows := !strings.HasPrefix(s.String(), "unknown status")
+		if libKnows != goKnows {
+			t.Fatalf("status %d: library text %q, Go text %q", s, libStatusStr(uint32(s)), s.String())
 		}
+	}
+	if libStatusStr(uint32(StatusTooLarge)) == unknown {
+		t.Fatal("the library does not know StatusTooLarge")
 	}
 	t.Logf("back end %s, library %s", backendName, v)
 }

@@ -13,7 +13,7 @@ const ABIVersion = 1
 type Backend uint32
 
 const (
-	// BackendPositional is the positional ("flash") index: per-position tables with jump search.
+	// BackendPositional is the positional index: per-position tables with exact jump search.
 	BackendPositional Backend = 0
 	// BackendRadix is the concurrent radix tree.
 	BackendRadix Backend = 1

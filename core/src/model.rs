@@ -115,7 +115,10 @@ impl Event {
 ///
 /// Writes of one `worker_id` are applied in the order they were accepted, whichever way the
 /// indexer applies them (inline on the caller's thread, or queued to an event thread).
+/// New kinds of write (restored snapshots, tiers) will be added as variants, so code outside
+/// this crate that matches on a `Write` needs a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Write {
     /// An engine event.
     Event(Event),

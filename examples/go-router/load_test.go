@@ -32,7 +32,8 @@ func envInt(t *testing.T, name string, def int) int {
 // POST /events, in batches the router accepts), then runs KVIDX_ROUTER_LOAD_CLIENTS clients
 // that each loop POST /route + DELETE /requests/{id} on 127.0.0.1 for KVIDX_ROUTER_LOAD_SECONDS,
 // and logs the client-side /route latency percentiles. Opt-in: it runs only when
-// KVIDX_ROUTER_LOAD is set; the short version in the normal run is TestRouteLatencyShort.
+// KVIDX_ROUTER_LOAD is set; the short version in the normal run is
+// TestRouteTimeIndependentOfWorkers.
 func TestRouteLatencyLoad(t *testing.T) {
 	if os.Getenv("KVIDX_ROUTER_LOAD") == "" {
 		t.Skip("set KVIDX_ROUTER_LOAD=1 to run the /route load test")

@@ -26,7 +26,7 @@ pub trait Backend: Send + Sync + 'static {
 /// Which index structure an indexer uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendKind {
-    /// Per-position maps keyed by local hash, with exact jump search (the design story's "flash" index).
+    /// Per-position maps keyed by local hash, with exact jump search.
     #[default]
     Positional,
     /// A concurrent radix tree over local hashes.

@@ -521,6 +521,37 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_worker_cut_short_during_the_read_is_reported_at_its_new_end() {
+        for (name, index) in backends() {
+            apply(&*index, chain(W1, &X, 100));
+            apply(&*index, chain(W2, &X, 200));
+            // W1 evicts its last five blocks, leaf first (still a prefix: jump-safe) while the
+            // read runs: 12 before, 7 after.
+            let got = query_with(&index, &X, ReadStep::Searched, |ix| {
+                for name in (107..112).rev() {
+                    apply(ix, Event::removed(W1, 0, vec![name]));
+                }
+            });
+            assert_eq!(
+                got,
+                vec![
+                    Match {
+                        worker_id: 2,
+                        dp_rank: 0,
+                        depth: 12
+                    },
+                    Match {
+                        worker_id: 1,
+                        dp_rank: 0,
+                        depth: 7
+                    },
+                ],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn a_worker_removed_and_recreated_during_the_read_appears_once() {
         for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
             for (name, index) in backends() {
@@ -540,6 +571,71 @@ pub(crate) mod tests {
                 let w2: Vec<_> = got.iter().filter(|m| m.worker_id == 2).collect();
                 assert_eq!(w2.len(), 1, "{name} at {step:?}: {got:?}");
                 assert_eq!(w2[0].depth, 12, "{name}: W2 still holds all of X");
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_cleared_during_the_read_is_left_out_or_whole() {
+        for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
+            for (name, index) in backends() {
+                apply(&*index, chain(W1, &X, 100));
+                apply(&*index, chain(W2, &X[..4], 200));
+                // W1 is cleared and stores the start of X again: 12 before, 0 after the clear,
+                // 3 after the store; it stays known (its slot is not recycled).
+                let got = query_with(&index, &X, step, |ix| {
+                    apply(ix, Event::cleared(W1, 0));
+                    apply(ix, chain(W1, &X[..3], 300));
+                });
+                let w2 = Match {
+                    worker_id: 2,
+                    dp_rank: 0,
+                    depth: 4,
+                };
+                let w1 = |depth| Match {
+                    worker_id: 1,
+                    dp_rank: 0,
+                    depth,
+                };
+                assert!(
+                    got == vec![w1(12), w2] || got == vec![w2, w1(3)] || got == vec![w2],
+                    "{name} at {step:?}: {got:?}"
+                );
+                assert_eq!(index.find_matches_vec(&X), vec![w2, w1(3)], "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_dp_rank_removed_during_the_read_takes_only_that_rank() {
+        let rank1 = Worker::new(1, 1);
+        for step in [ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched] {
+            for (name, index) in backends() {
+                apply(&*index, chain(W1, &X, 100));
+                apply(&*index, chain(rank1, &X[..6], 200));
+                // Rank 1 goes and another worker takes its slot with a chain of its own: rank 0
+                // keeps 12; rank 1 is left out or reported with what it held; the newcomer
+                // never holds X.
+                let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
+                let got = query_with(&index, &X, step, move |ix| {
+                    ix.remove_worker_dp_rank(rank1);
+                    apply(ix, chain(W2, &y, 500));
+                });
+                let rank0 = Match {
+                    worker_id: 1,
+                    dp_rank: 0,
+                    depth: 12,
+                };
+                let rank1_before = Match {
+                    worker_id: 1,
+                    dp_rank: 1,
+                    depth: 6,
+                };
+                assert!(
+                    got == vec![rank0] || got == vec![rank0, rank1_before],
+                    "{name} at {step:?}: {got:?}"
+                );
+                assert_eq!(index.find_matches_vec(&X), vec![rank0], "{name}");
             }
         }
     }
