@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::applier::Applier;
 use crate::index::{Backend, BackendKind};
-use crate::model::{Event, Match, Stats, Worker, Write};
+use crate::model::{Event, Match, Stats, TieredMatch, Worker, Write};
 use crate::reference::ReferenceIndex;
 use crate::writer::Writer;
 use crate::Error;
@@ -201,6 +201,25 @@ impl Indexer {
     /// reusing one vector allocates nothing on the hot path.
     pub fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
         self.applier.backend().find_matches_into(local_hashes, out);
+    }
+
+    /// The workers holding a prefix of the query, deepest first, each with its cumulative
+    /// depth per storage tier ([`TieredMatch`]): the same workers and depths as
+    /// [`Indexer::find_matches`].
+    ///
+    /// When no worker has a block off the device, this costs what `find_matches` costs;
+    /// otherwise each reported worker's tiers are read under its lock (a walk of its prefix).
+    pub fn find_matches_tiered(&self, local_hashes: &[u64]) -> Vec<TieredMatch> {
+        let mut out = Vec::new();
+        self.find_matches_tiered_into(local_hashes, &mut out);
+        out
+    }
+
+    /// Like [`Indexer::find_matches_tiered`], writing into `out` (cleared first).
+    pub fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>) {
+        self.applier
+            .backend()
+            .find_matches_tiered_into(local_hashes, out);
     }
 
     /// The counters of the contract. In pooled mode, call [`Indexer::flush`] first for

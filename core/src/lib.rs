@@ -44,7 +44,10 @@ pub use indexer::{
     Config, Indexer, DEFAULT_JUMP_SIZE, DEFAULT_QUEUE_BYTES, DEFAULT_QUEUE_CAPACITY,
     MAX_EVENT_THREADS, MAX_JUMP_SIZE, MAX_QUEUE_CAPACITY,
 };
-pub use model::{Block, Event, EventData, Match, Outcome, RejectReason, Stats, Worker, Write};
+pub use model::{
+    Block, Event, EventData, Match, Outcome, RejectReason, Stats, Tier, TieredMatch, Worker, Write,
+    TIERS,
+};
 
 /// Why an indexer call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -39,6 +39,77 @@ impl Block {
     }
 }
 
+/// A storage tier a worker keeps KV blocks on, fastest first.
+///
+/// A held block has a set of tiers (at least one). Engines that offload publish the medium
+/// of each store and removal; engines that do not are on [`Tier::Device`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(u8)]
+pub enum Tier {
+    /// The accelerator's own memory (GPU HBM): the default.
+    #[default]
+    Device = 0,
+    /// Host memory (CPU DRAM) of the worker's node.
+    Host = 1,
+    /// Local disk (NVMe, SSD).
+    Disk = 2,
+    /// Anything further: a remote or shared store.
+    External = 3,
+}
+
+/// How many tiers there are; tier depth arrays have this length.
+pub const TIERS: usize = 4;
+
+impl Tier {
+    /// Every tier, fastest first (index = the tier's number).
+    pub const ALL: [Tier; TIERS] = [Tier::Device, Tier::Host, Tier::Disk, Tier::External];
+
+    /// The tier with this number (0 = device ... 3 = external), if any.
+    pub const fn from_index(index: u32) -> Option<Tier> {
+        match index {
+            0 => Some(Tier::Device),
+            1 => Some(Tier::Host),
+            2 => Some(Tier::Disk),
+            3 => Some(Tier::External),
+            _ => None,
+        }
+    }
+
+    /// The tier's number: its index in tier depth arrays.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The tier's name: `"device"`, `"host"`, `"disk"` or `"external"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tier::Device => "device",
+            Tier::Host => "host",
+            Tier::Disk => "disk",
+            Tier::External => "external",
+        }
+    }
+
+    /// The tier of a [`Tier::name`].
+    pub fn from_name(name: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|tier| tier.name() == name)
+    }
+
+    /// The tier's bit in a set of tiers.
+    pub(crate) const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of tiers as bits (bit `t` = [`Tier::index`] `t`).
+pub(crate) type TierMask = u8;
+
+/// The fastest tier of a non-empty set, as its index.
+pub(crate) fn fastest(mask: TierMask) -> usize {
+    debug_assert!(mask != 0 && mask < 1 << TIERS);
+    mask.trailing_zeros() as usize
+}
+
 /// What an event does to one worker's set of blocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventData {
@@ -49,11 +120,17 @@ pub enum EventData {
         parent: Option<u64>,
         /// The new blocks, in chain order.
         blocks: Vec<Block>,
+        /// The tier the blocks were stored on; a block already held (same name, same
+        /// prefix) gains this tier.
+        tier: Tier,
     },
     /// Blocks were evicted, named by the engine's sequence hashes.
     Removed {
         /// The names of the removed blocks.
         seq_hashes: Vec<u64>,
+        /// The tier they left: the block stays held while it is on another tier. `None`:
+        /// every tier (the block is dropped).
+        tier: Option<Tier>,
     },
     /// Every block of the worker was dropped.
     Cleared,
@@ -77,7 +154,7 @@ impl Event {
     pub fn queued_bytes(&self) -> usize {
         let arrays = match &self.data {
             EventData::Stored { blocks, .. } => std::mem::size_of_val(blocks.as_slice()),
-            EventData::Removed { seq_hashes } => std::mem::size_of_val(seq_hashes.as_slice()),
+            EventData::Removed { seq_hashes, .. } => std::mem::size_of_val(seq_hashes.as_slice()),
             EventData::Cleared => 0,
         };
         std::mem::size_of::<Self>() + arrays
@@ -88,7 +165,11 @@ impl Event {
         Self {
             worker,
             event_id,
-            data: EventData::Stored { parent, blocks },
+            data: EventData::Stored {
+                parent,
+                blocks,
+                tier: Tier::Device,
+            },
         }
     }
 
@@ -97,7 +178,41 @@ impl Event {
         Self {
             worker,
             event_id,
-            data: EventData::Removed { seq_hashes },
+            data: EventData::Removed {
+                seq_hashes,
+                tier: None,
+            },
+        }
+    }
+
+    /// A `Stored` event on a given tier (host memory, disk, ...).
+    pub fn stored_on(
+        worker: Worker,
+        event_id: u64,
+        parent: Option<u64>,
+        blocks: Vec<Block>,
+        tier: Tier,
+    ) -> Self {
+        Self {
+            worker,
+            event_id,
+            data: EventData::Stored {
+                parent,
+                blocks,
+                tier,
+            },
+        }
+    }
+
+    /// A `Removed` event for one tier: each named block leaves that tier only.
+    pub fn removed_from(worker: Worker, event_id: u64, seq_hashes: Vec<u64>, tier: Tier) -> Self {
+        Self {
+            worker,
+            event_id,
+            data: EventData::Removed {
+                seq_hashes,
+                tier: Some(tier),
+            },
         }
     }
 
@@ -168,12 +283,70 @@ impl Match {
     }
 }
 
+/// One worker's answer to a tiered query: its depth, and its depth on each tier.
+///
+/// `tier_depths[t]` is the longest prefix of the query whose every block the worker holds on
+/// tier `t` or a faster one, so the depths grow from device to external and
+/// `tier_depths[3] == depth`. Laid out exactly like the C ABI's `kvidx_tiered_match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C)]
+pub struct TieredMatch {
+    /// The worker's engine instance.
+    pub worker_id: u64,
+    /// The worker's data-parallel rank.
+    pub dp_rank: u32,
+    /// Length of the longest prefix of the query the worker holds on any tier (> 0).
+    pub depth: u32,
+    /// Cumulative depths per tier: device, device or host, ... (index = [`Tier::index`]).
+    pub tier_depths: [u32; TIERS],
+}
+
+impl TieredMatch {
+    /// The worker this match is about.
+    pub const fn worker(&self) -> Worker {
+        Worker::new(self.worker_id, self.dp_rank)
+    }
+
+    /// The plain match (the depth on any tier).
+    pub const fn to_match(&self) -> Match {
+        Match {
+            worker_id: self.worker_id,
+            dp_rank: self.dp_rank,
+            depth: self.depth,
+        }
+    }
+
+    /// Blocks of the prefix whose fastest tier is `tier` (the prefix's blocks split by tier).
+    pub fn blocks_on(&self, tier: Tier) -> u32 {
+        let t = tier.index();
+        let below = if t == 0 { 0 } else { self.tier_depths[t - 1] };
+        self.tier_depths[t].saturating_sub(below)
+    }
+
+    /// A weighted hit score: each block of the prefix counts the weight of its fastest tier
+    /// (e.g. `[1.0, 0.8, 0.5, 0.2]`: a block in host memory is worth 80% of one on the GPU).
+    pub fn score(&self, weights: &[f64; TIERS]) -> f64 {
+        Tier::ALL
+            .iter()
+            .map(|&tier| weights[tier.index()] * f64::from(self.blocks_on(tier)))
+            .sum()
+    }
+}
+
+/// Sorts tiered matches in the contract's order (by `depth`, as [`sort_matches`]).
+pub fn sort_tiered_matches(matches: &mut [TieredMatch]) {
+    matches.sort_unstable_by_key(|m| order_key(m.depth, m.worker_id, m.dp_rank));
+}
+
 /// Sorts matches in the contract's order: depth descending, then worker id, then dp rank.
 pub fn sort_matches(matches: &mut [Match]) {
-    // One packed key: the complement of the depth first, so deeper sorts first.
-    matches.sort_unstable_by_key(|m| {
-        (u128::from(!m.depth) << 96) | (u128::from(m.worker_id) << 32) | u128::from(m.dp_rank)
-    });
+    matches.sort_unstable_by_key(|m| order_key(m.depth, m.worker_id, m.dp_rank));
+}
+
+/// The contract's order as one packed key: the complement of the depth first, so deeper
+/// sorts first, then worker id, then dp rank.
+fn order_key(depth: u32, worker_id: u64, dp_rank: u32) -> u128 {
+    (u128::from(!depth) << 96) | (u128::from(worker_id) << 32) | u128::from(dp_rank)
 }
 
 /// Counters of an indexer, as in the contract.

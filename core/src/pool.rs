@@ -257,6 +257,9 @@ mod tests {
         fn find_matches_into(&self, _: &[u64], out: &mut Vec<Match>) {
             out.clear();
         }
+        fn find_matches_tiered_into(&self, _: &[u64], out: &mut Vec<crate::TieredMatch>) {
+            out.clear();
+        }
         fn workers(&self) -> u64 {
             0
         }

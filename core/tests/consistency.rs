@@ -6,6 +6,10 @@
 //! - a worker left out had depth 0 in one of those states;
 //! - no worker is reported twice.
 //!
+//! A second stream moves blocks between storage tiers (stores on several tiers, copies of a
+//! held chain onto another tier, removals from one tier) and its readers ask for tiered
+//! answers: each worker's whole tier-depth vector must be one it had.
+//!
 //! The writer publishes how many writes are applied; a call that saw `before` at its start and
 //! `after` at its end can only have met the states `before..=after + 1` (the next write may
 //! be half applied). The states come from the reference model, replayed write by write.
@@ -16,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{configs, reference_indexer};
-use kvidx::{Block, Event, Indexer, Match, Worker, Write};
+use kvidx::{Block, Event, Indexer, Tier, Worker, Write};
 
 /// A small deterministic generator (SplitMix64), so a failure can be replayed by its seed.
 struct Rng(u64);
@@ -52,15 +56,41 @@ fn queries() -> Vec<Vec<u64>> {
     vec![a.clone(), b.clone(), a[..9].to_vec(), b[..25].to_vec()]
 }
 
+/// What the writer has stored so far, to aim removals and tier copies at.
+#[derive(Default)]
+struct Stored {
+    /// Every name stored, with its worker.
+    names: Vec<(Worker, u64)>,
+    /// Every chain stored, with its worker (copies onto another tier reuse it).
+    chains: Vec<(Worker, Vec<Block>)>,
+}
+
+fn random_tier(rng: &mut Rng) -> Tier {
+    Tier::ALL[rng.below(4) as usize]
+}
+
 /// The next random write. Names are unique per store so removals can target any block.
+/// With `tiered`, stores land on random tiers, held chains are copied onto other tiers, and
+/// half the removals take one tier only.
 fn random_write(
     rng: &mut Rng,
     queries: &[Vec<u64>],
     next_name: &mut u64,
-    held: &mut Vec<(Worker, u64)>,
+    stored: &mut Stored,
+    tiered: bool,
 ) -> Write {
     let worker = WORKERS[rng.below(WORKERS.len() as u64) as usize];
+    let tier = if tiered {
+        random_tier(rng)
+    } else {
+        Tier::Device
+    };
     match rng.below(20) {
+        0..=3 if tiered && !stored.chains.is_empty() => {
+            // The same blocks (same names) onto another tier: they gain it.
+            let (owner, blocks) = &stored.chains[rng.below(stored.chains.len() as u64) as usize];
+            Write::Event(Event::stored_on(*owner, 0, None, blocks.clone(), tier))
+        }
         0..=8 => {
             // A prefix of a query chain (sometimes continued from a held block's position).
             let chain = &queries[rng.below(2) as usize];
@@ -69,15 +99,17 @@ fn random_write(
                 .iter()
                 .map(|&l| {
                     *next_name += 1;
-                    held.push((worker, *next_name));
+                    stored.names.push((worker, *next_name));
                     Block::new(l, *next_name)
                 })
                 .collect();
-            Write::Event(Event::stored(worker, 0, None, blocks))
+            stored.chains.push((worker, blocks.clone()));
+            Write::Event(Event::stored_on(worker, 0, None, blocks, tier))
         }
         9..=15 => {
             // Holes: a few names this worker may hold.
-            let mine: Vec<u64> = held
+            let mine: Vec<u64> = stored
+                .names
                 .iter()
                 .filter(|(w, _)| *w == worker)
                 .map(|&(_, n)| n)
@@ -86,7 +118,11 @@ fn random_write(
             let names = (0..count)
                 .map(|_| mine[rng.below(mine.len() as u64) as usize])
                 .collect();
-            Write::Event(Event::removed(worker, 0, names))
+            if tiered && rng.below(2) == 0 {
+                Write::Event(Event::removed_from(worker, 0, names, tier))
+            } else {
+                Write::Event(Event::removed(worker, 0, names))
+            }
         }
         16 => Write::Event(Event::cleared(worker, 0)),
         17 | 18 => Write::RemoveWorkerDpRank(worker),
@@ -94,51 +130,84 @@ fn random_write(
     }
 }
 
-fn depth_in(answer: &[Match], worker: Worker) -> u32 {
+/// A worker's part of an answer: its depth, then its tier depths (zeros in plain answers).
+type Depths = [u32; 5];
+
+/// An answer as `(worker, depths)` pairs.
+type Answer = Vec<(Worker, Depths)>;
+
+fn depth_in(answer: &[(Worker, Depths)], worker: Worker) -> Depths {
     answer
         .iter()
-        .find(|m| m.worker() == worker)
-        .map_or(0, |m| m.depth)
+        .find(|(w, _)| *w == worker)
+        .map_or([0; 5], |&(_, d)| d)
 }
 
 /// Checks one answer against the reference answers of the states it may have met.
-fn check(answer: &[Match], states: &[Vec<Match>], name: &str, q: usize) {
+fn check(answer: &[(Worker, Depths)], states: &[Answer], name: &str, q: usize) {
     let mut seen = Vec::new();
-    for m in answer {
+    for (worker, depths) in answer {
         assert!(
-            !seen.contains(&m.worker()),
-            "{name}: query {q}: {m:?} twice in {answer:?}"
+            !seen.contains(worker),
+            "{name}: query {q}: {worker:?} {depths:?} twice in {answer:?}"
         );
-        seen.push(m.worker());
+        seen.push(*worker);
     }
     for worker in WORKERS {
         let got = depth_in(answer, worker);
         assert!(
             states.iter().any(|state| depth_in(state, worker) == got),
-            "{name}: query {q}: {worker:?} at depth {got}, never its depth in the {} states met: {:?}",
+            "{name}: query {q}: {worker:?} at depths {got:?}, never its depths in the {} states met: {:?}",
             states.len(),
             states.iter().map(|s| depth_in(s, worker)).collect::<Vec<_>>()
         );
     }
 }
 
-fn run(name: &str, indexer: Arc<Indexer>, seed: u64, writes: usize, readers: usize) -> usize {
+/// One query's answer: plain (depths only) or tiered.
+fn ask(indexer: &Indexer, query: &[u64], tiered: bool) -> Answer {
+    if tiered {
+        indexer
+            .find_matches_tiered(query)
+            .iter()
+            .map(|m| {
+                let t = m.tier_depths;
+                (m.worker(), [m.depth, t[0], t[1], t[2], t[3]])
+            })
+            .collect()
+    } else {
+        indexer
+            .find_matches(query)
+            .iter()
+            .map(|m| (m.worker(), [m.depth, 0, 0, 0, 0]))
+            .collect()
+    }
+}
+
+fn run(
+    name: &str,
+    indexer: Arc<Indexer>,
+    seed: u64,
+    writes: usize,
+    readers: usize,
+    tiered: bool,
+) -> usize {
     let queries = Arc::new(queries());
     let mut rng = Rng(seed);
     let mut next_name = 0u64;
-    let mut held = Vec::new();
+    let mut stored = Stored::default();
     let stream: Vec<Write> = (0..writes)
-        .map(|_| random_write(&mut rng, &queries, &mut next_name, &mut held))
+        .map(|_| random_write(&mut rng, &queries, &mut next_name, &mut stored, tiered))
         .collect();
     // states[k][q]: the reference answer to query q after k writes.
     let reference = reference_indexer();
     let mut states = vec![queries
         .iter()
-        .map(|q| reference.find_matches(q))
+        .map(|q| ask(&reference, q, tiered))
         .collect::<Vec<_>>()];
     for write in &stream {
         let _ = reference.submit(write.clone());
-        states.push(queries.iter().map(|q| reference.find_matches(q)).collect());
+        states.push(queries.iter().map(|q| ask(&reference, q, tiered)).collect());
     }
     let states = Arc::new(states);
     let applied = Arc::new(AtomicUsize::new(0));
@@ -158,15 +227,14 @@ fn run(name: &str, indexer: Arc<Indexer>, seed: u64, writes: usize, readers: usi
             );
             let name = name.to_string();
             std::thread::spawn(move || {
-                let mut out = Vec::new();
                 let mut i = r;
                 while !done.load(Ordering::Acquire) {
                     let q = i % queries.len();
                     i += 1;
                     let before = applied.load(Ordering::SeqCst);
-                    indexer.find_matches_into(&queries[q], &mut out);
+                    let out = ask(&indexer, &queries[q], tiered);
                     let after = applied.load(Ordering::SeqCst);
-                    let met: Vec<Vec<Match>> = states[before..=(after + 1).min(states.len() - 1)]
+                    let met: Vec<Answer> = states[before..=(after + 1).min(states.len() - 1)]
                         .iter()
                         .map(|s| s[q].clone())
                         .collect();
@@ -193,7 +261,7 @@ fn run(name: &str, indexer: Arc<Indexer>, seed: u64, writes: usize, readers: usi
     // After the stream, answers are exact.
     for (q, query) in queries.iter().enumerate() {
         assert_eq!(
-            indexer.find_matches(query),
+            ask(&indexer, query, tiered),
             states[states.len() - 1][q],
             "{name}: final"
         );
@@ -214,9 +282,21 @@ fn every_answer_during_churn_is_one_each_worker_had() {
     let mut total = 0;
     for (seed, (name, config)) in configs().into_iter().enumerate() {
         let indexer = Arc::new(Indexer::new(config).expect("valid config"));
-        let checked = run(&name, indexer, 0xC0FFEE + seed as u64, writes(), 2);
+        let checked = run(&name, indexer, 0xC0FFEE + seed as u64, writes(), 2, false);
         assert!(checked > 0, "{name}: no answer was checked");
         total += checked;
     }
     eprintln!("{total} answers checked during churn");
+}
+
+#[test]
+fn every_tiered_answer_during_tier_churn_is_one_each_worker_had() {
+    let mut total = 0;
+    for (seed, (name, config)) in configs().into_iter().enumerate() {
+        let indexer = Arc::new(Indexer::new(config).expect("valid config"));
+        let checked = run(&name, indexer, 0x71E2 + seed as u64, writes(), 2, true);
+        assert!(checked > 0, "{name}: no answer was checked");
+        total += checked;
+    }
+    eprintln!("{total} tiered answers checked during churn");
 }

@@ -9,13 +9,17 @@
 //!   stored from any position with a parent, removed at any positions (holes, front eviction,
 //!   any order), re-stored, and queried with and without a mutation.
 //!
+//! Stores and removals carry storage tiers (device most often; removals of one tier or of
+//! all), so blocks move between tiers, sit on several at once, and leave holes on one tier
+//! only; every query compares both the plain and the tiered answer.
+//!
 //! Cases per configuration: `KVIDX_PROPTEST_CASES` (default 24). The long-run figure in the
 //! README comes from `KVIDX_PROPTEST_CASES=...`.
 
 mod common;
 
 use common::{configs_of, event, remove_worker, remove_worker_dp_rank, Lockstep, Op};
-use kvidx::{BackendKind, Block, Event, Worker};
+use kvidx::{BackendKind, Block, Event, Tier, Worker};
 use proptest::prelude::*;
 
 const MAX_CHAIN: u64 = 90;
@@ -23,6 +27,27 @@ const MAX_CHAIN: u64 = 90;
 fn worker_strategy() -> impl Strategy<Value = Worker> {
     // worker ids 0..2 x dp ranks 0..2: removals of a worker id hit several ranks.
     (0u64..2, 0u32..2).prop_map(|(id, rank)| Worker::new(id, rank))
+}
+
+fn tier_strategy() -> impl Strategy<Value = Tier> {
+    prop_oneof![
+        4 => Just(Tier::Device),
+        3 => Just(Tier::Host),
+        2 => Just(Tier::Disk),
+        1 => Just(Tier::External),
+    ]
+}
+
+/// A removal's tier: one tier, or (half the time) every tier.
+fn removal_tier_strategy() -> impl Strategy<Value = Option<Tier>> {
+    prop_oneof![1 => Just(None), 1 => tier_strategy().prop_map(Some)]
+}
+
+fn removed(w: Worker, names: Vec<u64>, tier: Option<Tier>) -> Op {
+    event(match tier {
+        None => Event::removed(w, 0, names),
+        Some(tier) => Event::removed_from(w, 0, names, tier),
+    })
 }
 
 fn template_local(template: u64, position: u64) -> u64 {
@@ -39,44 +64,52 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         worker_strategy(),
         prop::option::of(0u64..16),
         prop::collection::vec((0u64..3, 0u64..16), 0..5),
+        tier_strategy(),
     )
-        .prop_map(|(w, parent, blocks)| {
-            event(Event::stored(
+        .prop_map(|(w, parent, blocks, tier)| {
+            event(Event::stored_on(
                 w,
                 0,
                 parent,
                 blocks.into_iter().map(|(l, s)| Block::new(l, s)).collect(),
+                tier,
             ))
         });
-    let short_remove = (worker_strategy(), prop::collection::vec(0u64..16, 0..4))
-        .prop_map(|(w, names)| event(Event::removed(w, 0, names)));
+    let short_remove = (
+        worker_strategy(),
+        prop::collection::vec(0u64..16, 0..4),
+        removal_tier_strategy(),
+    )
+        .prop_map(|(w, names, tier)| removed(w, names, tier));
     let chain_store = (
         worker_strategy(),
         0u64..3,
         0u64..MAX_CHAIN,
         1u64..60,
         0u64..2,
+        tier_strategy(),
     )
-        .prop_map(|(w, template, first, len, salt)| {
+        .prop_map(|(w, template, first, len, salt, tier)| {
             let last = (first + len).min(MAX_CHAIN);
             let parent = (first > 0).then(|| chain_name(template, first - 1, salt));
             let blocks = (first..last)
                 .map(|p| Block::new(template_local(template, p), chain_name(template, p, salt)))
                 .collect();
-            event(Event::stored(w, 0, parent, blocks))
+            event(Event::stored_on(w, 0, parent, blocks, tier))
         });
     let chain_remove = (
         worker_strategy(),
         0u64..3,
         prop::collection::vec(0u64..MAX_CHAIN, 1..6),
         0u64..2,
+        removal_tier_strategy(),
     )
-        .prop_map(|(w, template, positions, salt)| {
+        .prop_map(|(w, template, positions, salt, tier)| {
             let names = positions
                 .into_iter()
                 .map(|p| chain_name(template, p, salt))
                 .collect();
-            event(Event::removed(w, 0, names))
+            removed(w, names, tier)
         });
     let chain_query = (
         0u64..3,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use kvidx::Worker;
+use kvidx::{Tier, Worker};
 
 /// A long chain of locals with repeats, so that jumps and Multi entries both matter.
 fn long_locals(len: usize) -> Vec<u64> {
@@ -258,4 +258,86 @@ fn query_longer_than_any_chain() {
     let mut q = locals.clone();
     q.extend([9, 9, 9]);
     expect_everywhere(&ops, &q, &answer(&[(W0, 40)]));
+}
+
+// Storage tiers (docs/contract.md section 1, "Storage tiers").
+
+#[test]
+fn tier_depths_are_cumulative_from_the_device() {
+    // W0: blocks 0-1 on the GPU, 2 in host memory, 3 on disk. W1: everything in host memory.
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored_on(W0, Some(11), &[(3, 12)], Tier::Host),
+        stored_on(W0, Some(12), &[(4, 13)], Tier::Disk),
+        stored_on(W1, None, &[(1, 20), (2, 21), (3, 22)], Tier::Host),
+    ];
+    let want = tiered_answer(&[(W0, [2, 3, 4, 4]), (W1, [0, 3, 3, 3])]);
+    expect_tiered_everywhere(&ops, &[1, 2, 3, 4, 5], &want);
+    // The plain answer is the depth on any tier.
+    expect_everywhere(&ops, &[1, 2, 3, 4, 5], &answer(&[(W0, 4), (W1, 3)]));
+}
+
+#[test]
+fn offloading_then_evicting_from_the_device_moves_a_block_down() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11), (3, 12)]),
+        // The engine copies block 2 to host memory, then evicts it from the GPU.
+        stored_on(W0, Some(11), &[(3, 12)], Tier::Host),
+        removed_from(W0, &[12], Tier::Device),
+    ];
+    expect_tiered_everywhere(&ops, &[1, 2, 3], &tiered_answer(&[(W0, [2, 3, 3, 3])]));
+}
+
+#[test]
+fn a_removal_from_one_tier_leaves_the_others() {
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored_on(W0, None, &[(1, 10), (2, 11)], Tier::Disk),
+        // A hole on the device only; the disk copy still holds the chain.
+        removed_from(W0, &[10], Tier::Device),
+        // Not on the host: an unknown removal that changes nothing.
+        removed_from(W0, &[11], Tier::Host),
+    ];
+    expect_tiered_everywhere(&ops, &[1, 2], &tiered_answer(&[(W0, [0, 0, 2, 2])]));
+    // Removing the last tier drops the block; a removal without a tier drops every tier.
+    let mut more = ops.to_vec();
+    more.push(removed_from(W0, &[10], Tier::Disk));
+    expect_tiered_everywhere(&more, &[1, 2], &[]);
+    let mut all = ops.to_vec();
+    all.push(removed(W0, &[11]));
+    expect_tiered_everywhere(&all, &[1, 2], &tiered_answer(&[(W0, [0, 0, 1, 1])]));
+}
+
+#[test]
+fn a_renamed_block_starts_over_on_its_new_tier() {
+    // Name 11 moves to another prefix (3 instead of 2): its host copy is not carried over.
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored_on(W0, Some(10), &[(2, 11)], Tier::Host),
+        stored_on(W0, Some(10), &[(3, 11)], Tier::External),
+    ];
+    expect_tiered_everywhere(&ops, &[1, 3], &tiered_answer(&[(W0, [1, 1, 1, 2])]));
+    expect_tiered_everywhere(&ops, &[1, 2], &tiered_answer(&[(W0, [1, 1, 1, 1])]));
+}
+
+#[test]
+fn two_names_of_one_prefix_hold_it_on_both_their_tiers() {
+    let ops = [
+        stored_on(W0, None, &[(1, 10)], Tier::Disk),
+        stored_on(W0, None, &[(1, 20)], Tier::Host),
+        removed_from(W0, &[20], Tier::Host),
+    ];
+    expect_tiered_everywhere(&ops[..2], &[1], &tiered_answer(&[(W0, [0, 1, 1, 1])]));
+    expect_tiered_everywhere(&ops, &[1], &tiered_answer(&[(W0, [0, 0, 1, 1])]));
+}
+
+#[test]
+fn cleared_and_removed_workers_drop_every_tier() {
+    let ops = [
+        stored_on(W0, None, &[(1, 10)], Tier::Host),
+        stored_on(W1, None, &[(1, 20)], Tier::Disk),
+        cleared(W0),
+        remove_worker(1),
+    ];
+    expect_tiered_everywhere(&ops, &[1], &[]);
 }

@@ -1,6 +1,6 @@
 //! The backend trait every index implements, and the backends themselves.
 
-use crate::model::{EventData, Match, Outcome, Worker};
+use crate::model::{EventData, Match, Outcome, TieredMatch, Worker};
 
 /// An index of which worker holds which blocks, exact to the reference model.
 ///
@@ -17,6 +17,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Writes the matches of a query (local hashes) into `out`, cleared first, in the
     /// contract's order.
     fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>);
+    /// Writes the tiered matches of a query into `out`, cleared first, in the contract's
+    /// order: the same workers and depths as [`Backend::find_matches_into`], each with its
+    /// cumulative depth per storage tier.
+    fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>);
     /// Known workers.
     fn workers(&self) -> u64;
     /// Sum over workers of the blocks they hold.
@@ -37,6 +41,7 @@ pub enum BackendKind {
 
 mod registry;
 mod segmented;
+mod tiers;
 mod worker_blocks;
 mod worker_set;
 

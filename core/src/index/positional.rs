@@ -27,10 +27,11 @@ use rustc_hash::FxHashMap;
 
 use super::registry::{Registry, SlotInfo};
 use super::segmented::Segmented;
+use super::tiers::WorkerTiers;
 use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
 use super::worker_set::{merge_into, split_by, WorkerSet};
 use crate::identity::{mix, IDENTITY_SEED};
-use crate::model::{chain_fits, Block, Outcome, RejectReason};
+use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
 
 /// Identities at one (position, local hash), with their holders.
@@ -137,6 +138,8 @@ pub(crate) struct WorkerState {
     identities: FxHashMap<u64, IdentityInfo>,
     /// Held identities at position > 0 whose parent is not held.
     orphans: u32,
+    /// Which names are off the device alone (keys: identities).
+    tiers: WorkerTiers,
 }
 
 /// See the module docs.
@@ -215,23 +218,31 @@ impl PositionalIndex {
         }
     }
 
-    /// Gives `name` to the block; replaces what the name meant before, if different.
-    /// `store_touched` is [`Self::attach`]'s.
+    /// Gives `name` to the block on `tier`; replaces what the name meant before, if
+    /// different. `store_touched` is [`Self::attach`]'s.
     fn add_name(
         &self,
         blocks: &mut WorkerState,
         slot: u32,
         name: u64,
         block: Placed,
+        tier: Tier,
         store_touched: &mut bool,
     ) {
+        let activity = &self.registry.tiers;
         match blocks.names.get(&name) {
-            Some(&held) if held == block.identity => return,
+            Some(&held) if held == block.identity => {
+                blocks.tiers.stored(name, held, tier, true, activity);
+                return;
+            }
             Some(_) => {
                 self.remove_name(blocks, slot, name);
             }
             None => {}
         }
+        blocks
+            .tiers
+            .stored(name, block.identity, tier, false, activity);
         blocks.names.insert(name, block.identity);
         self.registry.add_blocks(1);
         let info = blocks
@@ -435,6 +446,7 @@ impl WorkerBlocks for PositionalIndex {
         slot: u32,
         parent: Option<u64>,
         new_blocks: &[Block],
+        tier: Tier,
     ) -> Outcome {
         let (mut position, mut prefix) = match parent {
             None => (0u64, IDENTITY_SEED),
@@ -458,7 +470,14 @@ impl WorkerBlocks for PositionalIndex {
                 identity,
                 parent: prefix,
             };
-            self.add_name(blocks, slot, block.seq_hash, placed, &mut store_touched);
+            self.add_name(
+                blocks,
+                slot,
+                block.seq_hash,
+                placed,
+                tier,
+                &mut store_touched,
+            );
             prefix = identity;
             position += 1;
         }
@@ -471,6 +490,7 @@ impl WorkerBlocks for PositionalIndex {
         let Some(identity) = blocks.names.remove(&name) else {
             return false;
         };
+        blocks.tiers.forget(name, &self.registry.tiers);
         self.registry.add_blocks(-1);
         let MapEntry::Occupied(mut entry) = blocks.identities.entry(identity) else {
             unreachable!("every name's identity is recorded");
@@ -507,7 +527,20 @@ impl WorkerBlocks for PositionalIndex {
             }
         }
         self.registry.add_blocks(-(blocks.names.len() as i64));
+        blocks.tiers.clear(&self.registry.tiers);
         *blocks = WorkerState::default();
+    }
+
+    fn worker_tiers(state: &WorkerState) -> &WorkerTiers {
+        &state.tiers
+    }
+
+    fn worker_tiers_mut(state: &mut WorkerState) -> &mut WorkerTiers {
+        &mut state.tiers
+    }
+
+    fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
+        state.names.get(&name).copied()
     }
 
     fn first_holders(&self, first_local: u64, out: &mut Vec<u32>) {
@@ -542,16 +575,18 @@ impl WorkerBlocks for PositionalIndex {
         local_hashes.len()
     }
 
-    fn depth_now(&self, state: &WorkerState, _slot: u32, local_hashes: &[u64]) -> usize {
+    fn walk_held(
+        &self,
+        state: &WorkerState,
+        local_hashes: &[u64],
+        visit: &mut dyn FnMut(u64, u32),
+    ) -> usize {
         let mut identity = IDENTITY_SEED;
         for (depth, &local) in local_hashes.iter().enumerate() {
             identity = mix(identity, local);
-            if !state
-                .identities
-                .get(&identity)
-                .is_some_and(|info| info.names > 0)
-            {
-                return depth;
+            match state.identities.get(&identity) {
+                Some(info) if info.names > 0 => visit(identity, info.names),
+                _ => return depth,
             }
         }
         local_hashes.len()

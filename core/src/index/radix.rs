@@ -16,9 +16,10 @@ use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
 use super::registry::Registry;
+use super::tiers::WorkerTiers;
 use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
 use super::worker_set::{split_by, WorkerSet};
-use crate::model::{chain_fits, Block, Outcome, RejectReason};
+use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
 
 #[derive(Default)]
@@ -41,6 +42,11 @@ impl Node {
     fn key(self: &Arc<Self>) -> usize {
         Arc::as_ptr(self) as usize
     }
+
+    /// The node's key for tier records (a worker's held nodes stay allocated while held).
+    fn tier_key(self: &Arc<Self>) -> u64 {
+        self.key() as u64
+    }
 }
 
 /// One worker's blocks: names and how many names each held node has.
@@ -48,6 +54,8 @@ impl Node {
 pub(crate) struct WorkerState {
     names: FxHashMap<u64, Arc<Node>>,
     held: FxHashMap<usize, u32>,
+    /// Which names are off the device alone (keys: [`Node::tier_key`]).
+    tiers: WorkerTiers,
 }
 
 /// See the module docs.
@@ -143,12 +151,26 @@ impl RadixIndex {
         }
     }
 
-    fn add_name(&self, blocks: &mut WorkerState, slot: u32, name: u64, node: Arc<Node>) {
+    /// Gives `name` to `node` on `tier` (a new name, or one that named another node).
+    fn add_name(
+        &self,
+        blocks: &mut WorkerState,
+        slot: u32,
+        name: u64,
+        node: Arc<Node>,
+        tier: Tier,
+    ) {
+        let activity = &self.registry.tiers;
         *blocks.held.entry(node.key()).or_insert(0) += 1;
+        let key = node.tier_key();
         match blocks.names.insert(name, node) {
-            Some(old) => self.release(blocks, slot, &old),
+            Some(old) => {
+                blocks.tiers.forget(name, activity);
+                self.release(blocks, slot, &old);
+            }
             None => self.registry.add_blocks(1),
         }
+        blocks.tiers.stored(name, key, tier, false, activity);
     }
 
     /// Drops one name's hold on `node`.
@@ -231,6 +253,7 @@ impl WorkerBlocks for RadixIndex {
         slot: u32,
         parent: Option<u64>,
         new_blocks: &[Block],
+        tier: Tier,
     ) -> Outcome {
         let mut current = match parent {
             None => Arc::clone(&self.root),
@@ -257,13 +280,18 @@ impl WorkerBlocks for RadixIndex {
                 .cloned();
             if let (Some(child), Some(named)) = (&existing, blocks.names.get(&block.seq_hash)) {
                 if Arc::ptr_eq(child, named) {
-                    current = Arc::clone(child); // same name, same block: a no-op
+                    // Same name, same block: it only gains the tier.
+                    let key = child.tier_key();
+                    blocks
+                        .tiers
+                        .stored(block.seq_hash, key, tier, true, &self.registry.tiers);
+                    current = Arc::clone(child);
                     continue;
                 }
             }
             // Attach before dropping what the name meant: this keeps `current` pinned.
             let child = self.attach(&current, block.local_hash, slot, &mut store_touched);
-            self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child));
+            self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child), tier);
             current = child;
         }
         Outcome::Applied {
@@ -274,6 +302,7 @@ impl WorkerBlocks for RadixIndex {
     fn remove_name(&self, blocks: &mut WorkerState, slot: u32, name: u64) -> bool {
         match blocks.names.remove(&name) {
             Some(node) => {
+                blocks.tiers.forget(name, &self.registry.tiers);
                 self.registry.add_blocks(-1);
                 self.release(blocks, slot, &node);
                 true
@@ -291,6 +320,7 @@ impl WorkerBlocks for RadixIndex {
                 nodes.push(Arc::clone(node));
             }
         }
+        blocks.tiers.clear(&self.registry.tiers);
         *blocks = WorkerState::default();
         // Deepest first, so that parents are unlinked right after their last child.
         nodes.sort_unstable_by_key(|n| std::cmp::Reverse(n.position));
@@ -339,16 +369,34 @@ impl WorkerBlocks for RadixIndex {
         local_hashes.len()
     }
 
-    fn depth_now(&self, state: &WorkerState, _slot: u32, local_hashes: &[u64]) -> usize {
+    fn worker_tiers(state: &WorkerState) -> &WorkerTiers {
+        &state.tiers
+    }
+
+    fn worker_tiers_mut(state: &mut WorkerState) -> &mut WorkerTiers {
+        &mut state.tiers
+    }
+
+    fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
+        state.names.get(&name).map(Node::tier_key)
+    }
+
+    fn walk_held(
+        &self,
+        state: &WorkerState,
+        local_hashes: &[u64],
+        visit: &mut dyn FnMut(u64, u32),
+    ) -> usize {
         // The worker's own nodes stay linked while it holds them (its lock is held here).
         let mut node = Arc::clone(&self.root);
         for (depth, local) in local_hashes.iter().enumerate() {
             let Some(child) = node.state.read().children.get(local).cloned() else {
                 return depth;
             };
-            if !state.held.contains_key(&child.key()) {
+            let Some(&names) = state.held.get(&child.key()) else {
                 return depth;
-            }
+            };
+            visit(child.tier_key(), names);
             node = child;
         }
         local_hashes.len()

@@ -1,30 +1,35 @@
 //! The reference model of docs/contract.md section 1: the simplest obviously-correct index.
 //!
-//! Per worker, a map from engine name to `(position, identity)`; queries scan every worker.
-//! It is the oracle that every backend is tested against, and the naive baseline of the
-//! benchmarks. It is thread-safe through one mutex, and slow on purpose of clarity.
+//! Per worker, a map from engine name to `(position, identity, tiers)`; queries scan every
+//! worker. It is the oracle that every backend is tested against, and the naive baseline of
+//! the benchmarks. It is thread-safe through one mutex, and slow on purpose of clarity.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use parking_lot::Mutex;
 
 use crate::identity::{identities, mix, IDENTITY_SEED};
 use crate::index::Backend;
 use crate::model::{
-    chain_fits, sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker,
+    chain_fits, fastest, sort_matches, sort_tiered_matches, Block, EventData, Match, Outcome,
+    RejectReason, Tier, TierMask, TieredMatch, Worker, TIERS,
 };
 
-/// One held block: where it sits in its chain and which prefix it names.
+/// One held block: where it sits in its chain, which prefix it names, and the tiers it is on
+/// (never empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Held {
     position: u32,
     identity: u64,
+    tiers: TierMask,
 }
+
+type Blocks = HashMap<u64, Held>;
 
 /// The reference model (see the module docs).
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
-    workers: Mutex<BTreeMap<Worker, HashMap<u64, Held>>>,
+    workers: Mutex<BTreeMap<Worker, Blocks>>,
 }
 
 impl ReferenceIndex {
@@ -33,7 +38,7 @@ impl ReferenceIndex {
         Self::default()
     }
 
-    fn store(blocks_of: &mut HashMap<u64, Held>, parent: Option<u64>, blocks: &[Block]) -> Outcome {
+    fn store(blocks_of: &mut Blocks, parent: Option<u64>, blocks: &[Block], tier: Tier) -> Outcome {
         if blocks.is_empty() {
             return Outcome::Applied {
                 unknown_removals: 0,
@@ -51,9 +56,15 @@ impl ReferenceIndex {
         }
         for block in blocks {
             identity = mix(identity, block.local_hash);
+            // The same name for the same prefix gains the tier; anything else is (re)named.
+            let tiers = match blocks_of.get(&block.seq_hash) {
+                Some(held) if held.identity == identity => held.tiers | tier.bit(),
+                _ => tier.bit(),
+            };
             let held = Held {
                 position: position as u32,
                 identity,
+                tiers,
             };
             blocks_of.insert(block.seq_hash, held);
             position += 1;
@@ -61,6 +72,42 @@ impl ReferenceIndex {
         Outcome::Applied {
             unknown_removals: 0,
         }
+    }
+
+    /// Drops `name`, or only its `tier`; false if the worker does not hold it (on that tier).
+    fn remove(blocks_of: &mut Blocks, name: u64, tier: Option<Tier>) -> bool {
+        let Some(held) = blocks_of.get_mut(&name) else {
+            return false;
+        };
+        let Some(tier) = tier else {
+            blocks_of.remove(&name);
+            return true;
+        };
+        if held.tiers & tier.bit() == 0 {
+            return false;
+        }
+        held.tiers &= !tier.bit();
+        if held.tiers == 0 {
+            blocks_of.remove(&name);
+        }
+        true
+    }
+
+    /// The worker's cumulative depth per tier for the query's identities (all 0: no match).
+    fn tier_depths(blocks_of: &Blocks, query: &[u64]) -> [u32; TIERS] {
+        // Each identity the worker holds, on the union of its names' tiers.
+        let mut on: HashMap<u64, TierMask> = HashMap::new();
+        for held in blocks_of.values() {
+            *on.entry(held.identity).or_default() |= held.tiers;
+        }
+        let mut depths = [0u32; TIERS];
+        for (t, depth) in depths.iter_mut().enumerate() {
+            *depth = query
+                .iter()
+                .take_while(|q| on.get(q).is_some_and(|&mask| fastest(mask) <= t))
+                .count() as u32;
+        }
+        depths
     }
 }
 
@@ -73,18 +120,21 @@ impl Backend for ReferenceIndex {
             EventData::Stored {
                 parent: Some(parent),
                 blocks,
+                tier,
             } if !blocks.is_empty() => match workers.get_mut(&worker) {
-                Some(blocks_of) => Self::store(blocks_of, Some(*parent), blocks),
+                Some(blocks_of) => Self::store(blocks_of, Some(*parent), blocks, *tier),
                 None => Outcome::Rejected(RejectReason::ParentNotFound),
             },
-            EventData::Stored { parent, blocks } => {
-                Self::store(workers.entry(worker).or_default(), *parent, blocks)
-            }
-            EventData::Removed { seq_hashes } => {
+            EventData::Stored {
+                parent,
+                blocks,
+                tier,
+            } => Self::store(workers.entry(worker).or_default(), *parent, blocks, *tier),
+            EventData::Removed { seq_hashes, tier } => {
                 let blocks_of = workers.entry(worker).or_default();
                 let unknown = seq_hashes
                     .iter()
-                    .filter(|name| blocks_of.remove(name).is_none())
+                    .filter(|&&name| !Self::remove(blocks_of, name, *tier))
                     .count();
                 Outcome::Applied {
                     unknown_removals: unknown as u64,
@@ -108,21 +158,30 @@ impl Backend for ReferenceIndex {
     }
 
     fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+        let mut tiered = Vec::new();
+        self.find_matches_tiered_into(local_hashes, &mut tiered);
+        out.clear();
+        out.extend(tiered.iter().map(TieredMatch::to_match));
+        sort_matches(out);
+    }
+
+    fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>) {
         out.clear();
         let query = identities(local_hashes);
         let workers = self.workers.lock();
         for (worker, blocks_of) in workers.iter() {
-            let held: HashSet<u64> = blocks_of.values().map(|h| h.identity).collect();
-            let depth = query.iter().take_while(|q| held.contains(q)).count();
+            let tier_depths = Self::tier_depths(blocks_of, &query);
+            let depth = tier_depths[TIERS - 1];
             if depth > 0 {
-                out.push(Match {
+                out.push(TieredMatch {
                     worker_id: worker.worker_id,
                     dp_rank: worker.dp_rank,
-                    depth: depth as u32,
+                    depth,
+                    tier_depths,
                 });
             }
         }
-        sort_matches(out);
+        sort_tiered_matches(out);
     }
 
     fn workers(&self) -> u64 {

@@ -22,6 +22,7 @@ use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxBuildHasher;
 
 use super::segmented::Segmented;
+use super::tiers::TierActivity;
 use crate::model::Worker;
 
 /// What readers may know of a slot without locking.
@@ -183,6 +184,8 @@ pub(crate) struct Registry<S> {
     free_slots: Mutex<Vec<u32>>,
     next_slot: AtomicU32,
     worker_blocks: AtomicU64,
+    /// Whether any block of any worker is off the device alone (for tiered lookups).
+    pub(crate) tiers: TierActivity,
 }
 
 impl<S: Default> Registry<S> {
@@ -195,6 +198,7 @@ impl<S: Default> Registry<S> {
             free_slots: Mutex::new(Vec::new()),
             next_slot: AtomicU32::new(0),
             worker_blocks: AtomicU64::new(0),
+            tiers: TierActivity::default(),
         }
     }
 
@@ -209,6 +213,9 @@ impl<S: Default> Registry<S> {
         if info.version.load(Ordering::Relaxed) == 0 {
             info.version.store(1, Ordering::Relaxed); // a new slot starts as a free one
         }
+        // A reader that reads the new owner (and then fences) also sees everything before
+        // this point, the removal that freed the slot among it: its quiet check then fails.
+        fence(Ordering::Release);
         info.worker_id.store(worker.worker_id, Ordering::Relaxed);
         info.dp_rank.store(worker.dp_rank, Ordering::Relaxed);
         info.jumps_unsafe.store(false, Ordering::Relaxed);

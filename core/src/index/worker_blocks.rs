@@ -34,8 +34,12 @@
 //! or when it was removed), and no worker is reported twice.
 
 use super::registry::{Entry, Registry, SlotInfo};
+use super::tiers::{TierDepths, TierRemoval, WorkerTiers};
 use super::Backend;
-use crate::model::{sort_matches, Block, EventData, Match, Outcome, RejectReason, Worker};
+use crate::model::{
+    sort_matches, sort_tiered_matches, Block, EventData, Match, Outcome, RejectReason, Tier,
+    TieredMatch, Worker, TIERS,
+};
 use crate::scratch::with_scratch;
 
 /// A slot and the depth a search found for it.
@@ -49,20 +53,42 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// The workers and their states.
     fn registry(&self) -> &Registry<Self::State>;
 
-    /// Stores a chain of blocks after `parent` (a name the worker holds) or at position 0.
+    /// Stores a chain of blocks on `tier` after `parent` (a name the worker holds) or at
+    /// position 0, recording tiers in the state's [`WorkerTiers`] (a name that already held
+    /// its block gains the tier; a new or renamed one is on `tier` alone).
     fn store(
         &self,
         state: &mut Self::State,
         slot: u32,
         parent: Option<u64>,
         blocks: &[Block],
+        tier: Tier,
     ) -> Outcome;
 
-    /// Drops one name; false if the worker did not hold it.
+    /// Drops one name (and its tier record); false if the worker did not hold it.
     fn remove_name(&self, state: &mut Self::State, slot: u32, name: u64) -> bool;
 
-    /// Drops every block of the worker.
+    /// Drops every block of the worker (and its tier records).
     fn clear(&self, state: &mut Self::State, slot: u32);
+
+    /// The worker's tier records.
+    fn worker_tiers(state: &Self::State) -> &WorkerTiers;
+
+    /// The worker's tier records, to change.
+    fn worker_tiers_mut(state: &mut Self::State) -> &mut WorkerTiers;
+
+    /// The key (see [`super::tiers`]) of the block a held name names.
+    fn key_of(&self, state: &Self::State, name: u64) -> Option<u64>;
+
+    /// Walks the query's blocks in the worker's state (under its lock), calling `visit` with
+    /// the key and the number of names of each held one, up to the first it does not hold;
+    /// returns how many it holds.
+    fn walk_held(
+        &self,
+        state: &Self::State,
+        local_hashes: &[u64],
+        visit: &mut dyn FnMut(u64, u32),
+    ) -> usize;
 
     /// Writes into `out` (cleared first) the sorted slots holding the query's first block.
     fn first_holders(&self, first_local: u64, out: &mut Vec<u32>);
@@ -80,7 +106,9 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize;
 
     /// The depth of the query in one worker's state, read under that worker's lock.
-    fn depth_now(&self, state: &Self::State, slot: u32, local_hashes: &[u64]) -> usize;
+    fn depth_now(&self, state: &Self::State, local_hashes: &[u64]) -> usize {
+        self.walk_held(state, local_hashes, &mut |_, _| {})
+    }
 
     /// Runs after every change of a worker, still under its lock and inside its version
     /// change; by default nothing.
@@ -90,8 +118,7 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
 impl<B: WorkerBlocks> Backend for B {
     fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
         // Only a Stored with a parent (and blocks) needs the worker to exist already.
-        let create =
-            !matches!(data, EventData::Stored { parent: Some(_), blocks } if !blocks.is_empty());
+        let create = !matches!(data, EventData::Stored { parent: Some(_), blocks, .. } if !blocks.is_empty());
         let registry = self.registry();
         let outcome = registry.with_worker(worker, create, |entry: &mut Entry<B::State>| {
             registry.change(entry, |state, slot| {
@@ -100,13 +127,17 @@ impl<B: WorkerBlocks> Backend for B {
                     EventData::Stored { blocks, .. } if blocks.is_empty() => Outcome::Applied {
                         unknown_removals: 0,
                     },
-                    EventData::Stored { parent, blocks } => {
-                        self.store(state, slot, *parent, blocks)
-                    }
-                    EventData::Removed { seq_hashes } => {
+                    EventData::Stored {
+                        parent,
+                        blocks,
+                        tier,
+                    } => registry
+                        .tiers
+                        .announce(*tier, || self.store(state, slot, *parent, blocks, *tier)),
+                    EventData::Removed { seq_hashes, tier } => {
                         let unknown = seq_hashes
                             .iter()
-                            .filter(|&&name| !self.remove_name(state, slot, name))
+                            .filter(|&&name| !self.remove_one(state, slot, name, *tier))
                             .count();
                         Outcome::Applied {
                             unknown_removals: unknown as u64,
@@ -158,13 +189,19 @@ impl<B: WorkerBlocks> Backend for B {
                 #[cfg(test)]
                 tests::at_step(tests::ReadStep::Quiet);
                 self.search(local_hashes, &mut s.found);
+                // Whose each slot is, read before the check: read after it, a slot whose
+                // worker was removed meanwhile and that went to another worker would credit
+                // the newcomer with the old worker's depth.
+                for &(slot, depth) in &s.found {
+                    push_match(out, registry.worker_at(slot), depth as usize);
+                }
                 if registry.still_quiet(quiet) {
-                    for &(slot, depth) in &s.found {
-                        push_match(out, registry.worker_at(slot), depth as usize);
-                    }
+                    #[cfg(test)]
+                    tests::at_step(tests::ReadStep::QuietChecked);
                     sort_matches(out);
                     return;
                 }
+                out.clear();
             }
             // Steps 1 and 2 (see the module docs).
             self.first_holders(first_local, &mut s.slots);
@@ -214,6 +251,48 @@ impl<B: WorkerBlocks> Backend for B {
         });
     }
 
+    /// The plain lookup, then each reported worker's tiers read under its lock (its depth
+    /// and tier depths at one instant, during the call). When no block of any worker was off
+    /// the device alone during the whole call, every tier depth is the depth and no lock is
+    /// taken.
+    fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>) {
+        out.clear();
+        with_scratch(&PLAIN_MATCHES, |plain: &mut Vec<Match>| {
+            let registry = self.registry();
+            let quiet = registry.tiers.quiet();
+            self.find_matches_into(local_hashes, plain);
+            if quiet.is_some_and(|quiet| registry.tiers.still_quiet(quiet)) {
+                out.extend(plain.iter().map(|m| TieredMatch {
+                    worker_id: m.worker_id,
+                    dp_rank: m.dp_rank,
+                    depth: m.depth,
+                    tier_depths: [m.depth; TIERS],
+                }));
+                return;
+            }
+            for m in plain.iter() {
+                let tier_depths = registry.with_worker(m.worker(), false, |entry| {
+                    let tiers = Self::worker_tiers(&entry.state);
+                    let mut depths = TierDepths::default();
+                    self.walk_held(&entry.state, local_hashes, &mut |key, names| {
+                        depths.push(tiers.key_tiers(key, names))
+                    });
+                    depths.get()
+                });
+                // A worker removed since the plain lookup had depth 0 at that instant.
+                if let Some(tier_depths) = tier_depths.filter(|d| d[TIERS - 1] > 0) {
+                    out.push(TieredMatch {
+                        worker_id: m.worker_id,
+                        dp_rank: m.dp_rank,
+                        depth: tier_depths[TIERS - 1],
+                        tier_depths,
+                    });
+                }
+            }
+            sort_tiered_matches(out);
+        });
+    }
+
     fn workers(&self) -> u64 {
         self.registry().len()
     }
@@ -222,6 +301,34 @@ impl<B: WorkerBlocks> Backend for B {
         self.registry().worker_blocks()
     }
 }
+
+/// Removals of one name, with or without a tier.
+trait RemoveOne: WorkerBlocks {
+    /// Drops `name`, or only its `tier` (the name stays held while it is on another tier);
+    /// false if the worker does not hold it (on that tier).
+    fn remove_one(
+        &self,
+        state: &mut Self::State,
+        slot: u32,
+        name: u64,
+        tier: Option<Tier>,
+    ) -> bool {
+        let Some(tier) = tier else {
+            return self.remove_name(state, slot, name);
+        };
+        let Some(key) = self.key_of(state, name) else {
+            return false;
+        };
+        let activity = &self.registry().tiers;
+        match Self::worker_tiers_mut(state).remove_tier(name, key, tier, activity) {
+            TierRemoval::NotOnTier => false,
+            TierRemoval::Kept => true,
+            TierRemoval::Last => self.remove_name(state, slot, name),
+        }
+    }
+}
+
+impl<B: WorkerBlocks> RemoveOne for B {}
 
 /// Step 4 for a slot that changed during the search: its depth at some instant now.
 trait ReadAgain {
@@ -267,7 +374,7 @@ impl<B: WorkerBlocks> ReadAgain for B {
             return;
         };
         let depth = registry.with_worker(owner.worker, false, |entry| {
-            self.depth_now(&entry.state, entry.slot, local_hashes)
+            self.depth_now(&entry.state, local_hashes)
         });
         push_unique(out, owner.worker, depth.unwrap_or(0));
     }
@@ -320,6 +427,9 @@ impl ReadScratch {
 thread_local! {
     static READ_SCRATCH: std::cell::RefCell<ReadScratch> =
         std::cell::RefCell::new(ReadScratch::default());
+    /// The plain answer a tiered lookup starts from.
+    static PLAIN_MATCHES: std::cell::RefCell<Vec<Match>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Appends a worker's match unless its depth is 0.
@@ -359,6 +469,8 @@ pub(crate) mod tests {
     pub(crate) enum ReadStep {
         /// In the path for reads that start while no change is in progress, before the search.
         Quiet,
+        /// In that path, once the search is known to have met no change (before returning).
+        QuietChecked,
         Snapshotted,
         Searched,
     }
@@ -373,7 +485,10 @@ pub(crate) mod tests {
 
     /// Reads take the quiet path unless a test writes at a step of the other one.
     pub(crate) fn quiet_path_allowed() -> bool {
-        matches!(HOOK_STEP.with(|s| s.get()), None | Some(ReadStep::Quiet))
+        matches!(
+            HOOK_STEP.with(|s| s.get()),
+            None | Some(ReadStep::Quiet | ReadStep::QuietChecked)
+        )
     }
 
     pub(crate) fn at_step(step: ReadStep) {
@@ -459,6 +574,29 @@ pub(crate) mod tests {
                 );
                 assert_eq!(index.find_matches_vec(&X), vec![w2], "{name}");
             }
+        }
+    }
+
+    #[test]
+    fn a_slot_recycled_after_a_quiet_search_names_the_worker_that_was_there() {
+        // The search met no change; right after it, W1 goes and W2 takes its slot. The
+        // answer is W1's (it held X throughout the search), never W2 with W1's depth: the
+        // slots' workers are read before the search is confirmed quiet.
+        let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
+        for (name, index) in backends() {
+            apply(&*index, chain(W1, &X, 100));
+            let y = y.clone();
+            let got = query_with(&index, &X, ReadStep::QuietChecked, move |ix| {
+                ix.remove_worker(1);
+                apply(ix, chain(W2, &y, 500));
+            });
+            let w1 = Match {
+                worker_id: 1,
+                dp_rank: 0,
+                depth: 12,
+            };
+            assert_eq!(got, vec![w1], "{name}");
+            assert_eq!(index.find_matches_vec(&X), vec![], "{name}");
         }
     }
 

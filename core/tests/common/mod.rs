@@ -1,7 +1,7 @@
 //! Shared harness: every backend configuration, run in lockstep with the reference model.
 #![allow(dead_code)]
 
-use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, Worker, Write};
+use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, Tier, TieredMatch, Worker, Write};
 
 /// The configurations every semantic test runs: each backend, synchronous and pooled, and
 /// several jump sizes (1 = no jumps; odd sizes land jumps on odd positions).
@@ -99,6 +99,13 @@ impl Lockstep {
                 let got = self.indexer.find_matches(q);
                 let want = self.expected(q);
                 assert_eq!(got, want, "{}: step {}: query {q:?}", self.name, self.step);
+                let got = self.indexer.find_matches_tiered(q);
+                let want = self.reference.find_matches_tiered(q);
+                assert_eq!(
+                    got, want,
+                    "{}: step {}: tiered query {q:?}",
+                    self.name, self.step
+                );
             }
         }
         self.check_stats();
@@ -197,16 +204,64 @@ pub fn answer(pairs: &[(Worker, u32)]) -> Vec<Match> {
 /// Applies ops to every configuration and checks one query's answer against a hand-written
 /// expectation (on top of the lockstep comparison with the reference model).
 pub fn expect_everywhere(ops: &[Op], q: &[u64], want: &[Match]) {
+    query_everywhere(ops, q, |reference| {
+        assert_eq!(
+            reference.find_matches(q),
+            want,
+            "reference model disagrees with the test"
+        )
+    });
+}
+
+/// Runs `ops` then the query `q` in lockstep on every configuration, and hands the reference
+/// model to `check` each time.
+fn query_everywhere(ops: &[Op], q: &[u64], check: impl Fn(&Indexer)) {
     for (name, config) in configs() {
         let mut lockstep = Lockstep::new(&name, config);
         for op in ops {
             lockstep.run(op);
         }
         lockstep.run(&Op::Query(q.to_vec()));
+        check(&lockstep.reference);
+    }
+}
+
+/// A Stored event on a tier, with blocks as `(local, name)` pairs.
+pub fn stored_on(worker: Worker, parent: Option<u64>, blocks: &[(u64, u64)], tier: Tier) -> Op {
+    event(Event::stored_on(
+        worker,
+        0,
+        parent,
+        blocks.iter().map(|&(l, s)| Block::new(l, s)).collect(),
+        tier,
+    ))
+}
+
+/// A Removed event for one tier.
+pub fn removed_from(worker: Worker, names: &[u64], tier: Tier) -> Op {
+    event(Event::removed_from(worker, 0, names.to_vec(), tier))
+}
+
+/// A tiered answer built by hand: `(worker, [device, host, disk, external])` in the
+/// contract's order.
+pub fn tiered_answer(rows: &[(Worker, [u32; 4])]) -> Vec<TieredMatch> {
+    rows.iter()
+        .map(|&(w, tier_depths)| TieredMatch {
+            worker_id: w.worker_id,
+            dp_rank: w.dp_rank,
+            depth: tier_depths[3],
+            tier_depths,
+        })
+        .collect()
+}
+
+/// Like [`expect_everywhere`], for a tiered query.
+pub fn expect_tiered_everywhere(ops: &[Op], q: &[u64], want: &[TieredMatch]) {
+    query_everywhere(ops, q, |reference| {
         assert_eq!(
-            lockstep.expected(q),
+            reference.find_matches_tiered(q),
             want,
             "reference model disagrees with the test"
-        );
-    }
+        )
+    });
 }

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use kvidx::model::sort_matches;
-use kvidx::{Backend, EventData, Match, Outcome, Worker};
+use kvidx::{Backend, EventData, Match, Outcome, TieredMatch, Worker, TIERS};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
@@ -50,7 +50,9 @@ impl NestedMap {
                 }
                 0
             }
-            EventData::Removed { seq_hashes } => {
+            // Tiers are not tracked: a removal from one tier drops the block (inexact, like
+            // the rest of this baseline).
+            EventData::Removed { seq_hashes, .. } => {
                 let mut unknown = 0;
                 for seq in seq_hashes {
                     match blocks.by_seq.remove(seq) {
@@ -111,6 +113,19 @@ impl Backend for NestedMap {
             }
         }
         sort_matches(out);
+    }
+
+    /// The plain answer with every tier depth equal to the depth (tiers are not tracked).
+    fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>) {
+        let mut plain = Vec::new();
+        self.find_matches_into(local_hashes, &mut plain);
+        out.clear();
+        out.extend(plain.iter().map(|m| TieredMatch {
+            worker_id: m.worker_id,
+            dp_rank: m.dp_rank,
+            depth: m.depth,
+            tier_depths: [m.depth; TIERS],
+        }));
     }
 
     /// Names held, summed over workers.

@@ -172,6 +172,7 @@ impl BlockPool {
 mod tests {
     use super::*;
     use kvidx::EventData;
+    use kvidx::Tier;
 
     fn chain(tag: u64, n: u64) -> Vec<Block> {
         (0..n)
@@ -183,7 +184,7 @@ mod tests {
         events
             .iter()
             .filter_map(|e| match &e.data {
-                EventData::Removed { seq_hashes } => {
+                EventData::Removed { seq_hashes, .. } => {
                     assert_eq!(seq_hashes.len(), 1, "evictions are single-block");
                     Some(seq_hashes[0])
                 }
@@ -309,7 +310,8 @@ mod tests {
             stored[0].data,
             EventData::Stored {
                 parent: None,
-                blocks: a.clone()
+                blocks: a.clone(),
+                tier: Tier::Device,
             }
         );
     }

@@ -78,7 +78,7 @@ impl Salter {
         let worker = event.worker;
         let names = self.names.entry(worker).or_default();
         match &mut event.data {
-            EventData::Stored { parent, blocks } => {
+            EventData::Stored { parent, blocks, .. } => {
                 let mut prev = match parent {
                     None => worker_salt(worker),
                     Some(p) => {
@@ -100,10 +100,24 @@ impl Salter {
                     prev = salted;
                 }
             }
-            EventData::Removed { seq_hashes } => {
+            EventData::Removed {
+                seq_hashes,
+                tier: None,
+            } => {
                 for name in seq_hashes.iter_mut() {
                     *name = names
                         .remove(name)
+                        .expect("a removed block is held by its worker");
+                }
+            }
+            // One tier only: the block may stay on another, so its name is kept.
+            EventData::Removed {
+                seq_hashes,
+                tier: Some(_),
+            } => {
+                for name in seq_hashes.iter_mut() {
+                    *name = *names
+                        .get(name)
                         .expect("a removed block is held by its worker");
                 }
             }
@@ -163,7 +177,7 @@ mod tests {
         let more = shared_chain(&[5, 6, 7, 8]);
         let mut next = Event::stored(a, 1, Some(more[2].seq_hash), vec![more[3]]);
         salter.rename(&mut next);
-        let EventData::Stored { parent, blocks } = &next.data else {
+        let EventData::Stored { parent, blocks, .. } = &next.data else {
             unreachable!()
         };
         assert_eq!(*parent, Some(na[2]));
@@ -175,7 +189,8 @@ mod tests {
         assert_eq!(
             removed.data,
             EventData::Removed {
-                seq_hashes: vec![blocks[0].seq_hash, na[0]]
+                seq_hashes: vec![blocks[0].seq_hash, na[0]],
+                tier: None,
             }
         );
         let mut again = Event::stored(a, 3, None, chain.clone());

@@ -207,10 +207,11 @@ impl<T: SyncIndexer> Target for PeerIndex<T> {
     }
 }
 
-/// The peer's form of a kvidx event (same worker, dp rank, event id and hashes).
+/// The peer's form of a kvidx event (same worker, dp rank, event id and hashes). The peer
+/// has no storage tiers: tiers are dropped (a removal from one tier removes the block).
 pub fn to_router_event(event: Event) -> RouterEvent {
     let data = match event.data {
-        EventData::Stored { parent, blocks } => KvCacheEventData::Stored(KvCacheStoreData {
+        EventData::Stored { parent, blocks, .. } => KvCacheEventData::Stored(KvCacheStoreData {
             parent_hash: parent.map(ExternalSequenceBlockHash),
             start_position: None,
             blocks: blocks
@@ -222,7 +223,7 @@ pub fn to_router_event(event: Event) -> RouterEvent {
                 })
                 .collect(),
         }),
-        EventData::Removed { seq_hashes } => KvCacheEventData::Removed(KvCacheRemoveData {
+        EventData::Removed { seq_hashes, .. } => KvCacheEventData::Removed(KvCacheRemoveData {
             block_hashes: seq_hashes
                 .into_iter()
                 .map(ExternalSequenceBlockHash)

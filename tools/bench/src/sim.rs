@@ -280,14 +280,14 @@ mod tests {
             let Op::Event(e) = &op.op else { continue };
             let set = held.entry(e.worker).or_default();
             match &e.data {
-                EventData::Stored { parent, blocks } => {
+                EventData::Stored { parent, blocks, .. } => {
                     assert!(!blocks.is_empty());
                     if let Some(p) = parent {
                         assert!(set.contains(p), "parent {p} not held by {:?}", e.worker);
                     }
                     set.extend(blocks.iter().map(|b| b.seq_hash));
                 }
-                EventData::Removed { seq_hashes } => {
+                EventData::Removed { seq_hashes, .. } => {
                     assert_eq!(seq_hashes.len(), 1);
                     assert!(set.remove(&seq_hashes[0]), "removed a block not held");
                 }
@@ -418,10 +418,12 @@ mod tests {
                             EventData::Stored {
                                 parent: pa,
                                 blocks: ba,
+                                ..
                             },
                             EventData::Stored {
                                 parent: pb,
                                 blocks: bb,
+                                ..
                             },
                         ) => {
                             assert_eq!(pa.is_some(), pb.is_some());
@@ -435,8 +437,8 @@ mod tests {
                             }
                         }
                         (
-                            EventData::Removed { seq_hashes: ra },
-                            EventData::Removed { seq_hashes: rb },
+                            EventData::Removed { seq_hashes: ra, .. },
+                            EventData::Removed { seq_hashes: rb, .. },
                         ) => {
                             assert_eq!(ra.len(), rb.len());
                             for (na, nb) in ra.iter().zip(rb) {

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
-use kvidx::{Block, Event, EventData, Worker};
+use kvidx::{Block, Event, EventData, Tier, Worker};
 use serde::Deserialize;
 
 /// One operation of a workload.
@@ -62,7 +62,7 @@ impl Counts {
                         c.stored += 1;
                         c.block_ops += blocks.len() as u64;
                     }
-                    EventData::Removed { seq_hashes } => {
+                    EventData::Removed { seq_hashes, .. } => {
                         c.removed += 1;
                         c.block_ops += seq_hashes.len() as u64;
                     }
@@ -115,7 +115,11 @@ pub fn write_op(out: &mut impl Write, op: &TimedOp) -> std::io::Result<()> {
                 e.worker.worker_id, e.worker.dp_rank, e.event_id
             )?;
             match &e.data {
-                EventData::Stored { parent, blocks } => {
+                EventData::Stored {
+                    parent,
+                    blocks,
+                    tier,
+                } => {
                     match parent {
                         Some(p) => write!(out, ",\"parent\":{p},\"blocks\":[")?,
                         None => out.write_all(b",\"parent\":null,\"blocks\":[")?,
@@ -127,10 +131,16 @@ pub fn write_op(out: &mut impl Write, op: &TimedOp) -> std::io::Result<()> {
                         write!(out, "[{},{}]", b.local_hash, b.seq_hash)?;
                     }
                     out.write_all(b"]")?;
+                    if *tier != Tier::Device {
+                        write!(out, ",\"tier\":\"{}\"", tier.name())?;
+                    }
                 }
-                EventData::Removed { seq_hashes } => {
+                EventData::Removed { seq_hashes, tier } => {
                     out.write_all(b",\"seq_hashes\":")?;
                     write_list(out, seq_hashes.iter().copied())?;
+                    if let Some(tier) = tier {
+                        write!(out, ",\"tier\":\"{}\"", tier.name())?;
+                    }
                 }
                 EventData::Cleared => {}
             }
@@ -162,6 +172,9 @@ struct Line {
     blocks: Option<Vec<[u64; 2]>>,
     seq_hashes: Option<Vec<u64>>,
     local_hashes: Option<Vec<u64>>,
+    /// The storage tier of a store or removal (absent: the device for a store, every tier
+    /// for a removal).
+    tier: Option<String>,
 }
 
 /// Parses one line of a workload file.
@@ -171,6 +184,10 @@ pub fn parse_op(text: &str) -> Result<TimedOp, String> {
         (Some(t), _) => t,
         (None, Some(t)) if t >= 0.0 => t.round() as u64,
         _ => return Err(format!("bad time {}", line.t)),
+    };
+    let tier = match line.tier.as_deref() {
+        None => None,
+        Some(name) => Some(Tier::from_name(name).ok_or_else(|| format!("unknown tier {name:?}"))?),
     };
     let worker = || -> Result<(Worker, u64), String> {
         let id = line.worker.ok_or("missing \"worker\"")?;
@@ -187,12 +204,21 @@ pub fn parse_op(text: &str) -> Result<TimedOp, String> {
             let (w, id) = worker()?;
             let blocks = line.blocks.as_ref().ok_or("missing \"blocks\"")?;
             let blocks = blocks.iter().map(|[l, s]| Block::new(*l, *s)).collect();
-            Op::Event(Event::stored(w, id, line.parent, blocks))
+            Op::Event(Event::stored_on(
+                w,
+                id,
+                line.parent,
+                blocks,
+                tier.unwrap_or_default(),
+            ))
         }
         "removed" => {
             let (w, id) = worker()?;
             let names = line.seq_hashes.clone().ok_or("missing \"seq_hashes\"")?;
-            Op::Event(Event::removed(w, id, names))
+            Op::Event(match tier {
+                None => Event::removed(w, id, names),
+                Some(tier) => Event::removed_from(w, id, names, tier),
+            })
         }
         "cleared" => {
             let (w, id) = worker()?;
@@ -234,6 +260,47 @@ mod tests {
             write_op(&mut buf, op).unwrap();
         }
         String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn tiers_are_written_only_when_not_the_default_and_read_back() {
+        let w = Worker::new(3, 0);
+        let ops = vec![
+            TimedOp {
+                t: 0,
+                op: Op::Event(Event::stored_on(
+                    w,
+                    0,
+                    None,
+                    vec![Block::new(11, 11)],
+                    Tier::Host,
+                )),
+            },
+            TimedOp {
+                t: 1,
+                op: Op::Event(Event::removed_from(w, 1, vec![11], Tier::Device)),
+            },
+            TimedOp {
+                t: 2,
+                op: Op::Event(Event::removed(w, 2, vec![11])),
+            },
+        ];
+        let text = to_text(&ops);
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"t":0,"op":"stored","worker":3,"dp_rank":0,"event_id":0,"parent":null,"blocks":[[11,11]],"tier":"host"}"#,
+                "\n",
+                r#"{"t":1,"op":"removed","worker":3,"dp_rank":0,"event_id":1,"seq_hashes":[11],"tier":"device"}"#,
+                "\n",
+                r#"{"t":2,"op":"removed","worker":3,"dp_rank":0,"event_id":2,"seq_hashes":[11]}"#,
+                "\n"
+            )
+        );
+        let back: Vec<TimedOp> = text.lines().map(|l| parse_op(l).unwrap()).collect();
+        assert_eq!(back, ops);
+        let bad = r#"{"t":0,"op":"removed","worker":3,"event_id":0,"seq_hashes":[1],"tier":"GPU"}"#;
+        assert_eq!(parse_op(bad).unwrap_err(), "unknown tier \"GPU\"");
     }
 
     #[test]
