@@ -49,7 +49,12 @@
  *
  * Versions: KVIDX_VERSION is the library release; KVIDX_ABI_VERSION (1) is this header's ABI,
  *   compare it with kvidx_abi_version() at run time. ABI v1 grows by additions only: values
- *   are never renumbered or reused, struct layouts never change.
+ *   are never renumbered or reused, struct layouts never change. Each addition comes with a
+ *   KVIDX_HAS_<FEATURE> macro (KVIDX_HAS_TIERS: storage tiers, kvidx_tier,
+ *   kvidx_tiered_match and the *_tier* functions), so a program can test for it with #ifdef;
+ *   a library older than the header lacks the new symbols, which the dynamic linker reports
+ *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
+ *   the SONAME (libkvidx.so.1).
  */
 
 #ifndef KVIDX_H
@@ -68,6 +73,13 @@
  * The version of the C ABI this library implements; the header defines the same macro.
  */
 #define KVIDX_ABI_VERSION 1
+
+/**
+ * Defined (1) when the library has storage tiers: `kvidx_tier`, `kvidx_tiered_match`,
+ * `kvidx_apply_event_on_tier`, `kvidx_apply_events_on_tiers`, `kvidx_find_matches_tiered`,
+ * `kvidx_tiered_score` and the `KVIDX_FEED_UNKNOWN_MEDIUM_*` flags (additions to ABI v1).
+ */
+#define KVIDX_HAS_TIERS 1
 
 /**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
@@ -233,7 +245,48 @@ typedef enum kvidx_feed_flag {
      * Index stores whose engine hashes include extra keys by their tokens alone.
      */
     KVIDX_FEED_HASH_TOKENS_ONLY = 16,
+    /**
+     * With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on the device
+     * (default: on `KVIDX_TIER_EXTERNAL`). At most one `KVIDX_FEED_UNKNOWN_MEDIUM_*` flag.
+     */
+    KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE = 32,
+    /**
+     * With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is in host memory.
+     */
+    KVIDX_FEED_UNKNOWN_MEDIUM_HOST = 64,
+    /**
+     * With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on disk.
+     */
+    KVIDX_FEED_UNKNOWN_MEDIUM_DISK = 128,
 } kvidx_feed_flag;
+
+/**
+ * Storage tiers, fastest first (values of the `tier` arguments of
+ * `kvidx_apply_event_on_tier` and `kvidx_apply_events_on_tiers`, and indexes of
+ * `kvidx_tiered_match.tier_depths`).
+ */
+typedef enum kvidx_tier {
+    /**
+     * The accelerator's own memory (GPU): where blocks of plain events are.
+     */
+    KVIDX_TIER_DEVICE = 0,
+    /**
+     * Host memory (CPU DRAM).
+     */
+    KVIDX_TIER_HOST = 1,
+    /**
+     * Local disk.
+     */
+    KVIDX_TIER_DISK = 2,
+    /**
+     * A remote or shared store.
+     */
+    KVIDX_TIER_EXTERNAL = 3,
+    /**
+     * REMOVED and CLEARED only: every tier (what `kvidx_apply_event` does).
+     */
+    KVIDX_TIER_ALL = 255,
+} kvidx_tier;
 
 /**
  * An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`
@@ -367,6 +420,31 @@ typedef struct kvidx_match {
      */
     uint32_t depth;
 } kvidx_match;
+
+/**
+ * One worker's answer to a tiered query (`kvidx_find_matches_tiered`).
+ */
+typedef struct kvidx_tiered_match {
+    /**
+     * The worker's engine instance.
+     */
+    uint64_t worker_id;
+    /**
+     * The worker's data-parallel rank.
+     */
+    uint32_t dp_rank;
+    /**
+     * The longest prefix of the query the worker holds on any tier (always > 0): the depth
+     * `kvidx_find_matches` reports.
+     */
+    uint32_t depth;
+    /**
+     * `tier_depths[t]`: the longest prefix whose every block the worker holds on tier `t` or
+     * a faster one (indexes are `kvidx_tier` values), so they never decrease with `t` and
+     * `tier_depths[KVIDX_TIER_EXTERNAL] == depth`.
+     */
+    uint32_t tier_depths[4];
+} kvidx_tiered_match;
 
 /**
  * The counters of an indexer.
@@ -621,6 +699,36 @@ enum kvidx_status kvidx_remove_worker_dp_rank(const struct kvidx_indexer *indexe
 enum kvidx_status kvidx_flush(const struct kvidx_indexer *indexer);
 
 /**
+ * Like `kvidx_apply_event`, on a storage tier (a `kvidx_tier` value): a STORED puts its
+ * blocks on `tier` (a block the worker already holds gains it); a REMOVED takes `tier` off
+ * each named block, which stays held while it is on another tier (`KVIDX_TIER_ALL`: every
+ * tier, as `kvidx_apply_event`; a name not on `tier` counts in `unknown_removals`); a
+ * CLEARED drops every tier. An unknown `tier`, or `KVIDX_TIER_ALL` on a STORED, is
+ * `KVIDX_ERR_INVALID_ARGUMENT` and nothing is applied.
+ *
+ * # Safety
+ * As `kvidx_apply_event`.
+ */
+enum kvidx_status kvidx_apply_event_on_tier(const struct kvidx_indexer *indexer,
+                                            const struct kvidx_event *event,
+                                            uint32_t tier);
+
+/**
+ * Like `kvidx_apply_events`, each event on the tier at the same index of `tiers` (see
+ * `kvidx_apply_event_on_tier`). Every event and tier is checked before anything is applied:
+ * if one is malformed, none is applied or queued and that status is returned. `(NULL, 0)`
+ * for both arrays is a valid empty batch.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `events` and `tiers` are NULL or readable for `n`
+ * entries; each event's arrays are readable for their lengths.
+ */
+enum kvidx_status kvidx_apply_events_on_tiers(const struct kvidx_indexer *indexer,
+                                              const struct kvidx_event *events,
+                                              const uint32_t *tiers,
+                                              size_t n);
+
+/**
  * Finds the workers holding a prefix of the query (`num_hashes` local hashes), deepest first,
  * then by `worker_id`, then by `dp_rank`; workers with depth 0 are not reported.
  *
@@ -639,6 +747,36 @@ enum kvidx_status kvidx_find_matches(const struct kvidx_indexer *indexer,
                                      struct kvidx_match *out,
                                      size_t out_cap,
                                      size_t *out_len);
+
+/**
+ * Like `kvidx_find_matches`, with each worker's depth per storage tier
+ * (`kvidx_tiered_match`): the same workers, depths and order. When no worker holds a block
+ * off the device this costs what `kvidx_find_matches` costs; otherwise each reported
+ * worker's tiers are read under that worker's lock (a walk of its prefix), briefly delaying
+ * its writers.
+ *
+ * # Safety
+ * As `kvidx_find_matches`, with `out` writable for `out_cap` `kvidx_tiered_match` entries.
+ */
+enum kvidx_status kvidx_find_matches_tiered(const struct kvidx_indexer *indexer,
+                                            const uint64_t *local_hashes,
+                                            size_t num_hashes,
+                                            struct kvidx_tiered_match *out,
+                                            size_t out_cap,
+                                            size_t *out_len);
+
+/**
+ * Writes to `*out` a weighted hit score of one tiered match: each block of its prefix
+ * counts the weight of the fastest tier it is on (`weights[t]` for `kvidx_tier` `t`; e.g.
+ * `{1.0, 0.8, 0.5, 0.2}`). Routers compare workers by it.
+ *
+ * # Safety
+ * `tiered_match` is NULL or readable; `weights` is NULL or readable for 4 entries; `out` is
+ * NULL or writable.
+ */
+enum kvidx_status kvidx_tiered_score(const struct kvidx_tiered_match *tiered_match,
+                                     const double *weights,
+                                     double *out);
 
 /**
  * Writes the indexer's counters to `*out`. In pooled mode call `kvidx_flush` first for

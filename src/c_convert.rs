@@ -4,9 +4,9 @@
 use super::args;
 use super::c_types::{
     kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_queue_limits, kvidx_stats,
-    kvidx_status,
+    kvidx_status, kvidx_tier,
 };
-use kvidx_core::{BackendKind, Block, Config, Error, Event, Stats, Worker};
+use kvidx_core::{BackendKind, Block, Config, Error, Event, EventData, Stats, Tier, Worker};
 
 /// The status of a Rust API error.
 pub(crate) fn status_of(error: Error) -> kvidx_status {
@@ -84,6 +84,31 @@ pub(crate) unsafe fn event(c: &kvidx_event) -> Result<Event, kvidx_status> {
         }
         _ => Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
     }
+}
+
+/// A `tier` argument: `Some(tier)`, or `None` for `KVIDX_TIER_ALL`; anything else is
+/// `KVIDX_ERR_INVALID_ARGUMENT`.
+pub(crate) fn tier(value: u32) -> Result<Option<Tier>, kvidx_status> {
+    if value == kvidx_tier::KVIDX_TIER_ALL as u32 {
+        return Ok(None);
+    }
+    Tier::from_index(value)
+        .map(Some)
+        .ok_or(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)
+}
+
+/// Puts a checked event on a tier: a STORED lands on it (`KVIDX_TIER_ALL` is
+/// `KVIDX_ERR_INVALID_ARGUMENT`: a block is stored on one tier), a REMOVED leaves it (all of
+/// them with `KVIDX_TIER_ALL`), a CLEARED drops every tier whatever the value.
+pub(crate) fn on_tier(mut event: Event, tier: Option<Tier>) -> Result<Event, kvidx_status> {
+    match &mut event.data {
+        EventData::Stored { tier: stored, .. } => {
+            *stored = tier.ok_or(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)?;
+        }
+        EventData::Removed { tier: removed, .. } => *removed = tier,
+        EventData::Cleared => {}
+    }
+    Ok(event)
 }
 
 /// The C view of the counters.

@@ -172,6 +172,41 @@ pub struct kvidx_match {
     pub depth: u32,
 }
 
+/// Storage tiers, fastest first (values of the `tier` arguments of
+/// `kvidx_apply_event_on_tier` and `kvidx_apply_events_on_tiers`, and indexes of
+/// `kvidx_tiered_match.tier_depths`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum kvidx_tier {
+    /// The accelerator's own memory (GPU): where blocks of plain events are.
+    KVIDX_TIER_DEVICE = 0,
+    /// Host memory (CPU DRAM).
+    KVIDX_TIER_HOST = 1,
+    /// Local disk.
+    KVIDX_TIER_DISK = 2,
+    /// A remote or shared store.
+    KVIDX_TIER_EXTERNAL = 3,
+    /// REMOVED and CLEARED only: every tier (what `kvidx_apply_event` does).
+    KVIDX_TIER_ALL = 255,
+}
+
+/// One worker's answer to a tiered query (`kvidx_find_matches_tiered`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct kvidx_tiered_match {
+    /// The worker's engine instance.
+    pub worker_id: u64,
+    /// The worker's data-parallel rank.
+    pub dp_rank: u32,
+    /// The longest prefix of the query the worker holds on any tier (always > 0): the depth
+    /// `kvidx_find_matches` reports.
+    pub depth: u32,
+    /// `tier_depths[t]`: the longest prefix whose every block the worker holds on tier `t` or
+    /// a faster one (indexes are `kvidx_tier` values), so they never decrease with `t` and
+    /// `tier_depths[KVIDX_TIER_EXTERNAL] == depth`.
+    pub tier_depths: [u32; 4],
+}
+
 /// The counters of an indexer.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +282,13 @@ pub enum kvidx_feed_flag {
     KVIDX_FEED_ALL_GROUPS = 8,
     /// Index stores whose engine hashes include extra keys by their tokens alone.
     KVIDX_FEED_HASH_TOKENS_ONLY = 16,
+    /// With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on the device
+    /// (default: on `KVIDX_TIER_EXTERNAL`). At most one `KVIDX_FEED_UNKNOWN_MEDIUM_*` flag.
+    KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE = 32,
+    /// With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is in host memory.
+    KVIDX_FEED_UNKNOWN_MEDIUM_HOST = 64,
+    /// With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on disk.
+    KVIDX_FEED_UNKNOWN_MEDIUM_DISK = 128,
 }
 
 /// The opaque handle of an indexer (`kvidx_new`, `kvidx_free`).
@@ -285,6 +327,19 @@ const _: () = {
     assert!(offset_of!(kvidx_match, worker_id) == offset_of!(kvidx_core::Match, worker_id));
     assert!(offset_of!(kvidx_match, dp_rank) == offset_of!(kvidx_core::Match, dp_rank));
     assert!(offset_of!(kvidx_match, depth) == offset_of!(kvidx_core::Match, depth));
+    assert!(size_of::<kvidx_tiered_match>() == size_of::<kvidx_core::TieredMatch>());
+    assert!(align_of::<kvidx_tiered_match>() == align_of::<kvidx_core::TieredMatch>());
+    assert!(
+        offset_of!(kvidx_tiered_match, worker_id) == offset_of!(kvidx_core::TieredMatch, worker_id)
+    );
+    assert!(
+        offset_of!(kvidx_tiered_match, dp_rank) == offset_of!(kvidx_core::TieredMatch, dp_rank)
+    );
+    assert!(offset_of!(kvidx_tiered_match, depth) == offset_of!(kvidx_core::TieredMatch, depth));
+    assert!(
+        offset_of!(kvidx_tiered_match, tier_depths)
+            == offset_of!(kvidx_core::TieredMatch, tier_depths)
+    );
     assert!(size_of::<kvidx_block>() == size_of::<kvidx_core::Block>());
     assert!(align_of::<kvidx_block>() == align_of::<kvidx_core::Block>());
     assert!(offset_of!(kvidx_block, local_hash) == offset_of!(kvidx_core::Block, local_hash));

@@ -27,7 +27,7 @@ use kvidx_core::engine::{
     self, ApplyOptions, BatchReport, DecodeError, EngineFeed, EngineStats, EventSink, ExtrasPolicy,
     FeedConfig, FeedError, Format, MediaFilter, SeqStatus,
 };
-use kvidx_core::{Error, Event, Indexer, Worker};
+use kvidx_core::{Error, Event, Indexer, Tier, Worker};
 
 /// `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
 /// A sentinel, not an enum value: `UINT32_MAX` does not fit a C enum before C23.
@@ -44,7 +44,13 @@ const KNOWN_FLAGS: u32 = kvidx_feed_flag::KVIDX_FEED_NO_CLEAR_ON_GAP as u32
     | kvidx_feed_flag::KVIDX_FEED_NO_CLEAR_ON_RESTART as u32
     | kvidx_feed_flag::KVIDX_FEED_ALL_MEDIA as u32
     | kvidx_feed_flag::KVIDX_FEED_ALL_GROUPS as u32
-    | kvidx_feed_flag::KVIDX_FEED_HASH_TOKENS_ONLY as u32;
+    | kvidx_feed_flag::KVIDX_FEED_HASH_TOKENS_ONLY as u32
+    | UNKNOWN_MEDIUM_FLAGS;
+
+/// The flags that say which tier an unknown medium is on (at most one of them).
+const UNKNOWN_MEDIUM_FLAGS: u32 = kvidx_feed_flag::KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE as u32
+    | kvidx_feed_flag::KVIDX_FEED_UNKNOWN_MEDIUM_HOST as u32
+    | kvidx_feed_flag::KVIDX_FEED_UNKNOWN_MEDIUM_DISK as u32;
 
 /// What applying one engine batch did.
 #[repr(C)]
@@ -281,7 +287,7 @@ pub unsafe extern "C" fn kvidx_engine_feed_new(
         use kvidx_feed_flag::*;
         args::required(out)?;
         let format = format_of(format)?;
-        if flags & !KNOWN_FLAGS != 0 {
+        if flags & !KNOWN_FLAGS != 0 || (flags & UNKNOWN_MEDIUM_FLAGS).count_ones() > 1 {
             return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
         }
         let on = |flag: kvidx_feed_flag| flags & flag as u32 != 0;
@@ -296,6 +302,15 @@ pub unsafe extern "C" fn kvidx_engine_feed_new(
         }
         if on(KVIDX_FEED_HASH_TOKENS_ONLY) {
             config.options.extras = ExtrasPolicy::HashTokensOnly;
+        }
+        for (flag, tier) in [
+            (KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE, Tier::Device),
+            (KVIDX_FEED_UNKNOWN_MEDIUM_HOST, Tier::Host),
+            (KVIDX_FEED_UNKNOWN_MEDIUM_DISK, Tier::Disk),
+        ] {
+            if on(flag) {
+                config.options.unknown_medium = tier;
+            }
         }
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
         unsafe { handle::create::<kvidx_engine_feed>(Mutex::new(EngineFeed::new(config)), out) };
@@ -649,8 +664,13 @@ mod tests {
         // SAFETY: valid pointers throughout; the feed and handle are freed once at the end.
         unsafe {
             assert_eq!(
-                kvidx_engine_feed_new(0, 64, &mut feed),
+                kvidx_engine_feed_new(0, 256, &mut feed),
                 kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                kvidx_engine_feed_new(0, 32 | 128, &mut feed),
+                kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
+                "two tiers for unknown media"
             );
             assert_eq!(
                 kvidx_engine_feed_new(7, 0, &mut feed),

@@ -102,3 +102,63 @@ pub unsafe extern "C" fn kvidx_remove_worker_dp_rank(
 pub unsafe extern "C" fn kvidx_flush(indexer: *const kvidx_indexer) -> kvidx_status {
     export!(handle indexer, |ix| { ix.flush().map_err(c_convert::status_of) })
 }
+
+/// Like `kvidx_apply_event`, on a storage tier (a `kvidx_tier` value): a STORED puts its
+/// blocks on `tier` (a block the worker already holds gains it); a REMOVED takes `tier` off
+/// each named block, which stays held while it is on another tier (`KVIDX_TIER_ALL`: every
+/// tier, as `kvidx_apply_event`; a name not on `tier` counts in `unknown_removals`); a
+/// CLEARED drops every tier. An unknown `tier`, or `KVIDX_TIER_ALL` on a STORED, is
+/// `KVIDX_ERR_INVALID_ARGUMENT` and nothing is applied.
+///
+/// # Safety
+/// As `kvidx_apply_event`.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_apply_event_on_tier(
+    indexer: *const kvidx_indexer,
+    event: *const kvidx_event,
+    tier: u32,
+) -> kvidx_status {
+    export!(handle indexer, |ix| {
+        args::required(event)?;
+        let tier = c_convert::tier(tier)?;
+        // SAFETY: non-NULL and aligned (checked); the caller guarantees a readable event whose
+        // arrays are readable for their lengths.
+        let event = unsafe { c_convert::event(&*event) }?;
+        let event = c_convert::on_tier(event, tier)?;
+        ix.apply_event(event).map_err(c_convert::status_of)
+    })
+}
+
+/// Like `kvidx_apply_events`, each event on the tier at the same index of `tiers` (see
+/// `kvidx_apply_event_on_tier`). Every event and tier is checked before anything is applied:
+/// if one is malformed, none is applied or queued and that status is returned. `(NULL, 0)`
+/// for both arrays is a valid empty batch.
+///
+/// # Safety
+/// `indexer` is NULL or a live handle; `events` and `tiers` are NULL or readable for `n`
+/// entries; each event's arrays are readable for their lengths.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_apply_events_on_tiers(
+    indexer: *const kvidx_indexer,
+    events: *const kvidx_event,
+    tiers: *const u32,
+    n: usize,
+) -> kvidx_status {
+    export!(handle indexer, |ix| {
+        // SAFETY: the caller guarantees `n` readable events at `events`.
+        let events = unsafe { args::input(events, n) }?;
+        // SAFETY: the caller guarantees `n` readable tiers at `tiers`.
+        let tiers = unsafe { args::input(tiers, n) }?;
+        let events = events
+            .iter()
+            .zip(tiers)
+            .map(|(event, &tier)| {
+                let tier = c_convert::tier(tier)?;
+                // SAFETY: the caller guarantees each event's arrays are readable.
+                let event = unsafe { c_convert::event(event) }?;
+                c_convert::on_tier(event, tier)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        ix.apply_events(events).map_err(c_convert::status_of)
+    })
+}

@@ -37,10 +37,15 @@ mod c_convert;
 /// The version of the C ABI this library implements; the header defines the same macro.
 pub const KVIDX_ABI_VERSION: u32 = 1;
 
+/// Defined (1) when the library has storage tiers: `kvidx_tier`, `kvidx_tiered_match`,
+/// `kvidx_apply_event_on_tier`, `kvidx_apply_events_on_tiers`, `kvidx_find_matches_tiered`,
+/// `kvidx_tiered_score` and the `KVIDX_FEED_UNKNOWN_MEDIUM_*` flags (additions to ABI v1).
+pub const KVIDX_HAS_TIERS: u32 = 1;
+
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
     kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
-    kvidx_seq_status, kvidx_stats, kvidx_status,
+    kvidx_seq_status, kvidx_stats, kvidx_status, kvidx_tier, kvidx_tiered_match,
 };
 pub use engine::{
     kvidx_apply_engine_batch, kvidx_engine_batch_result, kvidx_engine_feed_apply,

@@ -1,25 +1,30 @@
-//! Reading an indexer: prefix matches and counters.
+//! Reading an indexer: prefix matches (plain and per storage tier) and counters.
 
 use std::cell::RefCell;
+use std::thread::LocalKey;
 
 use super::args;
 use super::boundary::export;
 use super::c_convert;
-use super::c_types::{kvidx_indexer, kvidx_match, kvidx_stats, kvidx_status};
+use super::c_types::{kvidx_indexer, kvidx_match, kvidx_stats, kvidx_status, kvidx_tiered_match};
 use kvidx_core::scratch::with_scratch;
-use kvidx_core::Match;
+use kvidx_core::{Match, TieredMatch, TIERS};
 
 /// Scratch vectors larger than this (in matches) are shrunk back after a query.
 const SCRATCH_KEEP: usize = 4096;
 
 thread_local! {
-    /// Each calling thread's reusable result vector: queries allocate nothing once it is warm.
+    /// Each calling thread's reusable result vectors: queries allocate nothing once warm.
     static SCRATCH: RefCell<Vec<Match>> = const { RefCell::new(Vec::new()) };
+    static TIERED_SCRATCH: RefCell<Vec<TieredMatch>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` with this thread's scratch vector, shrinking it back after an unusually large answer.
-fn with_match_scratch<R>(f: impl FnOnce(&mut Vec<Match>) -> R) -> R {
-    with_scratch(&SCRATCH, |scratch| {
+fn with_match_scratch<T: 'static, R>(
+    key: &'static LocalKey<RefCell<Vec<T>>>,
+    f: impl FnOnce(&mut Vec<T>) -> R,
+) -> R {
+    with_scratch(key, |scratch| {
         let result = f(scratch);
         if scratch.capacity() > SCRATCH_KEEP {
             scratch.clear();
@@ -27,6 +32,33 @@ fn with_match_scratch<R>(f: impl FnOnce(&mut Vec<Match>) -> R) -> R {
         }
         result
     })
+}
+
+/// Copies an answer to the caller's array: `*out_len` = the count; if it exceeds `out_cap`,
+/// `KVIDX_ERR_BUFFER_TOO_SMALL` with `out` untouched.
+///
+/// # Safety
+/// `C` has `T`'s layout (asserted in `c_types` for each pair used); `out_len` is non-NULL,
+/// aligned and writable; `out` is writable for `out_cap` entries (checked non-NULL and
+/// aligned when `out_cap > 0`) and does not overlap `found`.
+unsafe fn write_answer<T, C>(
+    found: &[T],
+    out: *mut C,
+    out_cap: usize,
+    out_len: *mut usize,
+) -> Result<(), kvidx_status> {
+    let needed = found.len();
+    // SAFETY: `out_len` is non-NULL, aligned and writable (this function's contract).
+    unsafe { out_len.write(needed) };
+    if needed > out_cap {
+        return Err(kvidx_status::KVIDX_ERR_BUFFER_TOO_SMALL);
+    }
+    if needed > 0 {
+        // SAFETY: same layout, `out` writable for `out_cap >= needed` entries, no overlap
+        // (this function's contract).
+        unsafe { std::ptr::copy_nonoverlapping(found.as_ptr().cast::<C>(), out, needed) };
+    }
+    Ok(())
 }
 
 /// Finds the workers holding a prefix of the query (`num_hashes` local hashes), deepest first,
@@ -54,26 +86,80 @@ pub unsafe extern "C" fn kvidx_find_matches(
         args::check_array(out, out_cap)?;
         // SAFETY: the caller guarantees `num_hashes` readable entries at `local_hashes`.
         let query = unsafe { args::input(local_hashes, num_hashes) }?;
-        with_match_scratch(|matches| {
+        with_match_scratch(&SCRATCH, |matches| {
             ix.find_matches_into(query, matches);
-            let needed = matches.len();
-            if needed > out_cap {
-                // SAFETY: `out_len` is non-NULL and aligned (checked) and writable (caller).
-                unsafe { out_len.write(needed) };
-                return Err(kvidx_status::KVIDX_ERR_BUFFER_TOO_SMALL);
-            }
-            if needed > 0 {
-                // SAFETY: `kvidx_match` and `Match` have the same layout (asserted in `types`);
-                // `out` is non-NULL, aligned and writable for `out_cap >= needed` entries, and
-                // cannot overlap the library's own scratch vector.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(matches.as_ptr().cast::<kvidx_match>(), out, needed)
-                };
-            }
-            // SAFETY: as above.
-            unsafe { out_len.write(needed) };
-            Ok(())
+            // SAFETY: `kvidx_match` has `Match`'s layout (asserted in `c_types`); `out_len`
+            // and `out` were checked above and are writable (caller); the scratch vector is
+            // the library's own.
+            unsafe { write_answer(matches, out, out_cap, out_len) }
         })
+    })
+}
+
+/// Like `kvidx_find_matches`, with each worker's depth per storage tier
+/// (`kvidx_tiered_match`): the same workers, depths and order. When no worker holds a block
+/// off the device this costs what `kvidx_find_matches` costs; otherwise each reported
+/// worker's tiers are read under that worker's lock (a walk of its prefix), briefly delaying
+/// its writers.
+///
+/// # Safety
+/// As `kvidx_find_matches`, with `out` writable for `out_cap` `kvidx_tiered_match` entries.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_find_matches_tiered(
+    indexer: *const kvidx_indexer,
+    local_hashes: *const u64,
+    num_hashes: usize,
+    out: *mut kvidx_tiered_match,
+    out_cap: usize,
+    out_len: *mut usize,
+) -> kvidx_status {
+    export!(handle indexer, |ix| {
+        args::required(out_len)?;
+        args::check_array(out, out_cap)?;
+        // SAFETY: the caller guarantees `num_hashes` readable entries at `local_hashes`.
+        let query = unsafe { args::input(local_hashes, num_hashes) }?;
+        with_match_scratch(&TIERED_SCRATCH, |matches| {
+            ix.find_matches_tiered_into(query, matches);
+            // SAFETY: `kvidx_tiered_match` has `TieredMatch`'s layout (asserted in
+            // `c_types`); otherwise as in `kvidx_find_matches`.
+            unsafe { write_answer(matches, out, out_cap, out_len) }
+        })
+    })
+}
+
+/// Writes to `*out` a weighted hit score of one tiered match: each block of its prefix
+/// counts the weight of the fastest tier it is on (`weights[t]` for `kvidx_tier` `t`; e.g.
+/// `{1.0, 0.8, 0.5, 0.2}`). Routers compare workers by it.
+///
+/// # Safety
+/// `tiered_match` is NULL or readable; `weights` is NULL or readable for 4 entries; `out` is
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kvidx_tiered_score(
+    tiered_match: *const kvidx_tiered_match,
+    weights: *const f64,
+    out: *mut f64,
+) -> kvidx_status {
+    export!(status, {
+        args::required(tiered_match)?;
+        args::required(out)?;
+        // SAFETY: the caller guarantees 4 readable weights at `weights`.
+        let weights = unsafe { args::input(weights, TIERS) }?;
+        let weights: [f64; TIERS] = weights
+            .try_into()
+            .map_err(|_| kvidx_status::KVIDX_ERR_NULL_POINTER)?;
+        // SAFETY: non-NULL and aligned (checked); the caller guarantees it is readable.
+        let m = unsafe { tiered_match.read() };
+        let score = TieredMatch {
+            worker_id: m.worker_id,
+            dp_rank: m.dp_rank,
+            depth: m.depth,
+            tier_depths: m.tier_depths,
+        }
+        .score(&weights);
+        // SAFETY: non-NULL and aligned (checked); the caller guarantees it is writable.
+        unsafe { out.write(score) };
+        Ok(())
     })
 }
 

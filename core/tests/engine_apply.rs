@@ -147,6 +147,7 @@ fn filters_and_skip_reasons() {
         media: MediaFilter::All,
         group: None,
         extras: ExtrasPolicy::HashTokensOnly,
+        ..ApplyOptions::default()
     };
     let indexer = sync_indexer();
     let report = apply_payload(&indexer, Format::Vllm, 2, Some(0), &payload, &everything).unwrap();
@@ -483,6 +484,7 @@ fn streaming_apply_converts_like_the_full_decode() {
         media: MediaFilter::All,
         group: None,
         extras: ExtrasPolicy::HashTokensOnly,
+        ..ApplyOptions::default()
     };
     for payload in &payloads {
         for format in [Format::Vllm, Format::Sglang, Format::TrtLlm] {
@@ -499,4 +501,69 @@ fn streaming_apply_converts_like_the_full_decode() {
             }
         }
     }
+}
+
+/// With every medium indexed, each engine medium lands on its storage tier: a block the GPU
+/// offloads to CPU memory and then evicts is held in host memory only, and an unknown medium
+/// lands on the tier the options name.
+#[test]
+fn media_map_to_storage_tiers() {
+    use kvidx::engine::{BlockRemoved, Medium};
+    use kvidx::Tier;
+    let all = ApplyOptions {
+        media: MediaFilter::All,
+        unknown_medium: Tier::Disk,
+        ..ApplyOptions::default()
+    };
+    let store = |hashes: Vec<u64>, parent: Option<u64>, first: u32, medium: Option<&str>| {
+        let n = hashes.len() as u32;
+        EngineEvent::BlockStored(Box::new(BlockStored {
+            block_hashes: hashes,
+            parent_block_hash: parent,
+            token_ids: tokens(first..=first + 4 * n - 1),
+            block_size: 4,
+            medium: medium.map(Medium::parse),
+            ..BlockStored::default()
+        }))
+    };
+    let remove = |hashes: Vec<u64>, medium: Option<&str>| {
+        EngineEvent::BlockRemoved(Box::new(BlockRemoved {
+            block_hashes: hashes,
+            medium: medium.map(Medium::parse),
+            ..BlockRemoved::default()
+        }))
+    };
+    let batch = DecodedBatch {
+        ts: 0.0,
+        events: vec![
+            store(vec![1, 2, 3], None, 1, None),     // no medium: the GPU
+            store(vec![3], Some(2), 9, Some("cpu")), // block 3 copied to CPU memory
+            remove(vec![3], Some("GPU")),            // and evicted from the GPU
+            store(vec![4], Some(3), 13, Some("NVME_POOL")), // an unknown medium
+        ],
+        dp_rank: None,
+    };
+    let w = Worker::new(5, 0);
+    let indexer = sync_indexer();
+    apply_batch(&indexer, &batch, w, 0, &all).unwrap();
+    let query = hash_tokens(&tokens(1..=16), 4);
+    let tiered = indexer.find_matches_tiered(&query);
+    assert_eq!(tiered.len(), 1);
+    assert_eq!(tiered[0].tier_depths, [2, 3, 4, 4]);
+    // A removal without a medium drops every tier; with the default options (GPU only) the
+    // CPU events are filtered and block 3 is simply gone.
+    let gone = DecodedBatch {
+        ts: 0.0,
+        events: vec![remove(vec![3], None)],
+        dp_rank: None,
+    };
+    apply_batch(&indexer, &gone, w, 10, &all).unwrap();
+    assert_eq!(depth(&indexer, &query, w), 2);
+    let gpu_only = sync_indexer();
+    let report = apply_batch(&gpu_only, &batch, w, 0, &ApplyOptions::default()).unwrap();
+    assert_eq!(report.skipped.filtered, 2);
+    assert_eq!(depth(&gpu_only, &query, w), 2);
+    assert_eq!(Medium::parse("Cpu_Pinned").tier(Tier::External), Tier::Host);
+    assert_eq!(Medium::parse("storage").tier(Tier::External), Tier::Disk);
+    assert_eq!(Medium::parse("weird").tier(Tier::Host), Tier::Host);
 }

@@ -229,6 +229,81 @@ static void free_with_queued_events(const mode *m) {
     kvidx_free(ix);
 }
 
+/* Storage tiers: blocks offloaded to host memory and evicted from the GPU, a disk copy, the
+ * tiered answer beside the plain one, the weighted score, and bad tier arguments. */
+static void tiers(const mode *m) {
+    kvidx_indexer *ix = make_indexer(m);
+    kvidx_block blocks[4];
+    chain(blocks, 4, 800);
+    uint64_t q[4];
+    query_of(q, 4, 800);
+    kvidx_event all = stored(9, 0, blocks, 4);
+    CHECK_EQ(kvidx_apply_event(ix, &all), KVIDX_OK);
+    /* Blocks 2 and 3 are copied to host memory, then leave the GPU; block 3 also to disk. */
+    kvidx_event copy = stored_after(9, 0, blocks[1].seq_hash, &blocks[2], 2);
+    kvidx_event to_disk = stored_after(9, 0, blocks[2].seq_hash, &blocks[3], 1);
+    uint64_t evicted[2] = {blocks[2].seq_hash, blocks[3].seq_hash};
+    kvidx_event eviction = removed(9, 0, evicted, 2);
+    kvidx_event batch[3] = {copy, to_disk, eviction};
+    uint32_t batch_tiers[3] = {KVIDX_TIER_HOST, KVIDX_TIER_DISK, KVIDX_TIER_DEVICE};
+    CHECK_EQ(kvidx_apply_events_on_tiers(ix, batch, batch_tiers, 3), KVIDX_OK);
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(depth_of(ix, q, 4, 9, 0), 4); /* the plain depth counts every tier */
+    kvidx_tiered_match out[2];
+    size_t n = 0;
+    CHECK_EQ(kvidx_find_matches_tiered(ix, q, 4, out, 2, &n), KVIDX_OK);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(out[0].worker_id, 9);
+    CHECK_EQ(out[0].depth, 4);
+    CHECK_EQ(out[0].tier_depths[KVIDX_TIER_DEVICE], 2);
+    CHECK_EQ(out[0].tier_depths[KVIDX_TIER_HOST], 4);
+    CHECK_EQ(out[0].tier_depths[KVIDX_TIER_DISK], 4);
+    CHECK_EQ(out[0].tier_depths[KVIDX_TIER_EXTERNAL], 4);
+    double weights[4] = {1.0, 0.5, 0.25, 0.0};
+    double score = 0;
+    CHECK_EQ(kvidx_tiered_score(&out[0], weights, &score), KVIDX_OK);
+    CHECK(score == 3.0); /* 2 blocks on the GPU + 2 in host memory at half weight */
+    CHECK_EQ(kvidx_tiered_score(&out[0], NULL, &score), KVIDX_ERR_NULL_POINTER);
+    /* Host copies of 2 and 3 go: block 3 stays on disk, block 2 is gone (a hole). */
+    kvidx_event host_gone = removed(9, 0, evicted, 2);
+    CHECK_EQ(kvidx_apply_event_on_tier(ix, &host_gone, KVIDX_TIER_HOST), KVIDX_OK);
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(kvidx_find_matches_tiered(ix, q, 4, out, 2, &n), KVIDX_OK);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(out[0].depth, 2);
+    CHECK_EQ(out[0].tier_depths[KVIDX_TIER_DEVICE], 2);
+    CHECK_EQ(stats_of(ix).worker_blocks, 3);
+    /* Not on that tier: an unknown removal; every tier: the plain removal. */
+    uint64_t first[1] = {blocks[0].seq_hash};
+    kvidx_event not_there = removed(9, 0, first, 1);
+    CHECK_EQ(kvidx_apply_event_on_tier(ix, &not_there, KVIDX_TIER_EXTERNAL), KVIDX_OK);
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(stats_of(ix).unknown_removals, 1);
+    CHECK_EQ(kvidx_apply_event_on_tier(ix, &not_there, KVIDX_TIER_ALL), KVIDX_OK);
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(depth_of(ix, q, 4, 9, 0), 0);
+    /* Bad tiers are refused whole, before anything is applied. */
+    uint64_t before = stats_of(ix).events_applied;
+    CHECK_EQ(kvidx_apply_event_on_tier(ix, &all, 4), KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_apply_event_on_tier(ix, &all, KVIDX_TIER_ALL), KVIDX_ERR_INVALID_ARGUMENT);
+    uint32_t bad[2] = {KVIDX_TIER_HOST, 7};
+    kvidx_event two[2] = {all, all};
+    CHECK_EQ(kvidx_apply_events_on_tiers(ix, two, bad, 2), KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_apply_events_on_tiers(ix, two, NULL, 2), KVIDX_ERR_NULL_POINTER);
+    CHECK_EQ(kvidx_apply_events_on_tiers(ix, NULL, NULL, 0), KVIDX_OK);
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(stats_of(ix).events_applied, before);
+    /* Buffer too small: the count needed, the array untouched. */
+    CHECK_EQ(kvidx_apply_event(ix, &all), KVIDX_OK);
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    out[0].worker_id = 12345;
+    CHECK_EQ(kvidx_find_matches_tiered(ix, q, 4, out, 0, &n), KVIDX_ERR_BUFFER_TOO_SMALL);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(out[0].worker_id, 12345);
+    CHECK_EQ(kvidx_find_matches_tiered(NULL, q, 4, out, 2, &n), KVIDX_ERR_NULL_POINTER);
+    kvidx_free(ix);
+}
+
 #define FOR_EVERY_MODE(test)                                              \
     static void test##_all_modes(void) {                                  \
         for (size_t i = 0; i < NUM_MODES; i++) {                          \
@@ -246,6 +321,7 @@ FOR_EVERY_MODE(ordering)
 FOR_EVERY_MODE(stats_rules)
 FOR_EVERY_MODE(removal_is_ordered)
 FOR_EVERY_MODE(free_with_queued_events)
+FOR_EVERY_MODE(tiers)
 
 int main(void) {
     RUN(holes_all_modes);
@@ -255,5 +331,6 @@ int main(void) {
     RUN(stats_rules_all_modes);
     RUN(removal_is_ordered_all_modes);
     RUN(free_with_queued_events_all_modes);
+    RUN(tiers_all_modes);
     return finish("test_semantics");
 }

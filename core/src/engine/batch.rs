@@ -1,6 +1,8 @@
 //! The decoded form of an engine's `KVEventBatch`: plain data, nothing dropped that the wire
 //! format defines (medium, group, LoRA, extra keys, ...), hashes already folded to `u64`.
 
+use crate::model::Tier;
+
 /// Which engine published a payload. Decides the positional layout of array-encoded events;
 /// map-encoded events are decoded by field name for every engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,6 +35,18 @@ pub enum Medium {
 }
 
 impl Medium {
+    /// The storage tier of blocks on this medium: GPU on the device; CPU and pinned CPU in
+    /// host memory; DISK and STORAGE on disk; EXTERNAL external; any other name on `unknown`.
+    pub fn tier(&self, unknown: Tier) -> Tier {
+        match self {
+            Self::Gpu => Tier::Device,
+            Self::Cpu | Self::CpuPinned => Tier::Host,
+            Self::Disk | Self::Storage => Tier::Disk,
+            Self::External => Tier::External,
+            Self::Other(_) => unknown,
+        }
+    }
+
     /// Parses a medium name, ignoring ASCII case.
     pub fn parse(name: &str) -> Self {
         let upper = name.to_ascii_uppercase();

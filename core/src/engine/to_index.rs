@@ -3,7 +3,7 @@
 //! opaque sequence names, and a filter for what a prefix-routing index should hold.
 
 use crate::hashing::{local_hash_with_seed, lora_seed, HASH_SEED};
-use crate::model::{Block, Event, Worker};
+use crate::model::{Block, Event, Tier, Worker};
 
 use super::batch::{BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
 
@@ -13,7 +13,8 @@ pub enum MediaFilter {
     /// Only the GPU cache (`"GPU"`, or no medium: engines before offloading published none).
     #[default]
     GpuOnly,
-    /// Every medium, in one set per worker (offloaded tiers count as hits).
+    /// Every medium, each block on its storage tier ([`Medium::tier`]): plain lookups count
+    /// offloaded blocks as hits, tiered lookups tell the tiers apart.
     All,
 }
 
@@ -37,15 +38,18 @@ pub struct ApplyOptions {
     pub group: Option<u32>,
     /// Stores whose hashes include extra keys.
     pub extras: ExtrasPolicy,
+    /// The tier of a medium this decoder does not know (with [`MediaFilter::All`]).
+    pub unknown_medium: Tier,
 }
 
 impl Default for ApplyOptions {
-    /// GPU only, group 0, skip stores with extra keys.
+    /// GPU only, group 0, skip stores with extra keys; unknown media on the external tier.
     fn default() -> Self {
         Self {
             media: MediaFilter::GpuOnly,
             group: Some(0),
             extras: ExtrasPolicy::Skip,
+            unknown_medium: Tier::External,
         }
     }
 }
@@ -121,8 +125,9 @@ impl Conversion {
                     skipped.filtered = skipped.filtered.saturating_add(1);
                 } else if let Some(blocks) = local_blocks(stored, options) {
                     let parent = stored.parent_block_hash;
+                    let tier = stored_tier(stored.medium.as_ref(), options);
                     self.events
-                        .push(Event::stored(worker, event_id, parent, blocks));
+                        .push(Event::stored_on(worker, event_id, parent, blocks, tier));
                 } else {
                     skipped.unhashable = skipped.unhashable.saturating_add(1);
                 }
@@ -130,7 +135,9 @@ impl Conversion {
             EngineEvent::BlockRemoved(removed) => {
                 if selected(removed.medium.as_ref(), removed.group_idx, options) {
                     let hashes = removed.block_hashes.clone();
-                    self.events.push(Event::removed(worker, event_id, hashes));
+                    let medium = removed.medium.as_ref();
+                    self.events
+                        .push(removal(worker, event_id, hashes, medium, options));
                 } else {
                     skipped.filtered = skipped.filtered.saturating_add(1);
                 }
@@ -157,10 +164,32 @@ impl Conversion {
             {
                 let event_id = first_event_id.wrapping_add(self.events.len() as u64);
                 let hashes = removed.block_hashes;
-                self.events.push(Event::removed(worker, event_id, hashes));
+                let medium = removed.medium.as_ref();
+                self.events
+                    .push(removal(worker, event_id, hashes, medium, options));
             }
             other => self.push(&other, worker, first_event_id, options),
         }
+    }
+}
+
+/// The tier a store lands on: its medium's, or the device when it names none (engines
+/// published no medium before they offloaded).
+fn stored_tier(medium: Option<&Medium>, options: &ApplyOptions) -> Tier {
+    medium.map_or(Tier::Device, |m| m.tier(options.unknown_medium))
+}
+
+/// A removal from the named medium's tier, or from every tier when it names none.
+fn removal(
+    worker: Worker,
+    event_id: u64,
+    hashes: Vec<u64>,
+    medium: Option<&Medium>,
+    options: &ApplyOptions,
+) -> Event {
+    match medium {
+        None => Event::removed(worker, event_id, hashes),
+        Some(m) => Event::removed_from(worker, event_id, hashes, m.tier(options.unknown_medium)),
     }
 }
 
