@@ -96,6 +96,14 @@ const (
 	// FeedHashTokensOnly indexes stores whose engine hashes include extra keys by their
 	// tokens alone.
 	FeedHashTokensOnly FeedFlags = 16
+	// FeedUnknownMediumDevice, with FeedAllMedia, puts the blocks of a medium the decoder does
+	// not know on [TierDevice] (the default is [TierExternal]). At most one FeedUnknownMedium*
+	// flag may be set; more fail [NewEngineFeed] with [ErrInvalidArgument].
+	FeedUnknownMediumDevice FeedFlags = 32
+	// FeedUnknownMediumHost, with FeedAllMedia, puts an unknown medium on [TierHost].
+	FeedUnknownMediumHost FeedFlags = 64
+	// FeedUnknownMediumDisk, with FeedAllMedia, puts an unknown medium on [TierDisk].
+	FeedUnknownMediumDisk FeedFlags = 128
 )
 
 // EngineBatchResult says what applying one engine batch did.

@@ -283,7 +283,7 @@ func TestEngineFeedFlagsAndPublishers(t *testing.T) {
 func TestEngineFeedArgumentsAndClose(t *testing.T) {
 	_, err := NewEngineFeed(EngineFormat(3), 0)
 	wantErr(t, err, ErrInvalidArgument)
-	_, err = NewEngineFeed(EngineVLLM, FeedHashTokensOnly<<1)
+	_, err = NewEngineFeed(EngineVLLM, FeedUnknownMediumDisk<<1)
 	wantErr(t, err, ErrInvalidArgument)
 
 	payload := fixture(t, fixOneBlock)

@@ -130,3 +130,26 @@ func ExampleEngineFeed() {
 	// seq 2: restart, expected 5, missed 0, worker cleared true
 	// 4 batches, 1 gap(s), 1 restart(s)
 }
+
+// Storage tiers: a worker offloads its prefix to host memory and evicts part of it from the
+// GPU; the tiered query reports how deep the prefix is on each tier, and Score weighs it.
+func ExampleIndexer_FindMatchesTiered() {
+	ix, _ := kvidx.New(kvidx.Config{}) // synchronous
+	defer ix.Close()
+	blocks := []kvidx.Block{{LocalHash: 11, SeqHash: 901}, {LocalHash: 12, SeqHash: 902}, {LocalHash: 13, SeqHash: 903}}
+	_ = ix.ApplyEventsOnTiers([]kvidx.Event{
+		kvidx.StoredEvent(1, 0, 0, blocks),              // on the GPU
+		kvidx.StoredEvent(1, 0, 1, blocks),              // offloaded: also in host memory
+		kvidx.RemovedEvent(1, 0, 2, []uint64{902, 903}), // evicted from the GPU only
+		kvidx.StoredEvent(2, 0, 0, blocks[:2]),          // another worker, on disk
+	}, []kvidx.Tier{kvidx.TierDevice, kvidx.TierHost, kvidx.TierDevice, kvidx.TierDisk})
+
+	matches, _ := ix.FindMatchesTiered([]uint64{11, 12, 13})
+	for _, m := range matches {
+		fmt.Printf("worker %d: depth %d, by tier %v, score %.1f\n",
+			m.WorkerID, m.Depth, m.TierDepths, m.Score([4]float64{1, 0.8, 0.5, 0.2}))
+	}
+	// Output:
+	// worker 1: depth 3, by tier [1 3 3 3], score 2.6
+	// worker 2: depth 2, by tier [0 0 2 2], score 1.0
+}

@@ -63,6 +63,9 @@ var feedFlagNames = []struct {
 	{FeedAllMedia, "FeedAllMedia"},
 	{FeedAllGroups, "FeedAllGroups"},
 	{FeedHashTokensOnly, "FeedHashTokensOnly"},
+	{FeedUnknownMediumDevice, "FeedUnknownMediumDevice"},
+	{FeedUnknownMediumHost, "FeedUnknownMediumHost"},
+	{FeedUnknownMediumDisk, "FeedUnknownMediumDisk"},
 }
 
 // String returns the set flags joined by "|" (unknown bits as a hex number), or "0".

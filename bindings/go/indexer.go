@@ -164,8 +164,8 @@ func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, 
 }
 
 // growMatches returns dst with room for at least extra more matches.
-func growMatches(dst []Match, extra int) []Match {
-	out := make([]Match, len(dst), len(dst)+extra+extra/4)
+func growMatches[M Match | TieredMatch](dst []M, extra int) []M {
+	out := make([]M, len(dst), len(dst)+extra+extra/4)
 	copy(out, dst)
 	return out
 }

@@ -23,6 +23,14 @@ func TestLayoutMatchesTheHeader(t *testing.T) {
 		unsafe.Offsetof(r.seqExpected), unsafe.Offsetof(r.batchesMissed),
 		unsafe.Offsetof(r.dpRank), unsafe.Offsetof(r.seqStatus), unsafe.Offsetof(r.workerCleared),
 	}
+	var tmt TieredMatch
+	tOffsets := []uintptr{
+		unsafe.Offsetof(tmt.WorkerID), unsafe.Offsetof(tmt.DpRank), unsafe.Offsetof(tmt.Depth),
+		unsafe.Offsetof(tmt.TierDepths), unsafe.Sizeof(tmt),
+	}
+	if c := cTieredMatchOffsets(); !slices.Equal(tOffsets, c) {
+		t.Fatalf("TieredMatch offsets and size %v, header %v", tOffsets, c)
+	}
 	if c := cBatchResultOffsets(); !slices.Equal(rOffsets, c) {
 		t.Fatalf("cBatchResult offsets %v, header %v", rOffsets, c)
 	}

@@ -33,6 +33,11 @@ func TestLayoutMatchesTheCABI(t *testing.T) {
 	if !slices.Equal(rOffsets, rLP64) || unsafe.Sizeof(r) != 80 {
 		t.Fatalf("cBatchResult offsets %v size %d, want %v size 80", rOffsets, unsafe.Sizeof(r), rLP64)
 	}
+	var tmt TieredMatch
+	if unsafe.Sizeof(tmt) != 32 || unsafe.Offsetof(tmt.DpRank) != 8 || unsafe.Offsetof(tmt.Depth) != 12 ||
+		unsafe.Offsetof(tmt.TierDepths) != 16 {
+		t.Fatalf("TieredMatch layout: size %d", unsafe.Sizeof(tmt))
+	}
 	if unsafe.Sizeof(EngineStats{}) != 80 || unsafe.Offsetof(EngineStats{}.WorkersCleared) != 72 {
 		t.Fatal("EngineStats layout")
 	}

@@ -22,6 +22,21 @@ static kvidx_go_len kvidx_go_find_matches(const kvidx_indexer *ix, const uint64_
 	return r;
 }
 
+static kvidx_go_len kvidx_go_find_matches_tiered(const kvidx_indexer *ix, const uint64_t *q,
+                                                 size_t n, kvidx_tiered_match *out, size_t cap) {
+	kvidx_go_len r = {0, 0};
+	r.status = (uint32_t)kvidx_find_matches_tiered(ix, q, n, out, cap, &r.len);
+	return r;
+}
+
+typedef struct kvidx_go_score { uint32_t status; double score; } kvidx_go_score;
+
+static kvidx_go_score kvidx_go_tiered_score(kvidx_tiered_match m, const double *w) {
+	kvidx_go_score r = {0, 0};
+	r.status = (uint32_t)kvidx_tiered_score(&m, w, &r.score);
+	return r;
+}
+
 static kvidx_go_len kvidx_go_hash_tokens(const uint32_t *t, size_t n, uint32_t bs, uint64_t *out,
                                          size_t cap) {
 	kvidx_go_len r = {0, 0};
@@ -166,6 +181,24 @@ const (
 	_ = uint(C.KVIDX_SEQ_RESTART - SeqRestart)
 	_ = uint(FeedHashTokensOnly - C.KVIDX_FEED_HASH_TOKENS_ONLY)
 	_ = uint(C.KVIDX_FEED_HASH_TOKENS_ONLY - FeedHashTokensOnly)
+	_ = uint(unsafe.Sizeof(TieredMatch{}) - C.sizeof_kvidx_tiered_match)
+	_ = uint(C.sizeof_kvidx_tiered_match - unsafe.Sizeof(TieredMatch{}))
+	_ = uint(TierDevice - C.KVIDX_TIER_DEVICE)
+	_ = uint(C.KVIDX_TIER_DEVICE - TierDevice)
+	_ = uint(TierHost - C.KVIDX_TIER_HOST)
+	_ = uint(C.KVIDX_TIER_HOST - TierHost)
+	_ = uint(TierDisk - C.KVIDX_TIER_DISK)
+	_ = uint(C.KVIDX_TIER_DISK - TierDisk)
+	_ = uint(TierExternal - C.KVIDX_TIER_EXTERNAL)
+	_ = uint(C.KVIDX_TIER_EXTERNAL - TierExternal)
+	_ = uint(TierAll - C.KVIDX_TIER_ALL)
+	_ = uint(C.KVIDX_TIER_ALL - TierAll)
+	_ = uint(FeedUnknownMediumDevice - C.KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE)
+	_ = uint(C.KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE - FeedUnknownMediumDevice)
+	_ = uint(FeedUnknownMediumHost - C.KVIDX_FEED_UNKNOWN_MEDIUM_HOST)
+	_ = uint(C.KVIDX_FEED_UNKNOWN_MEDIUM_HOST - FeedUnknownMediumHost)
+	_ = uint(FeedUnknownMediumDisk - C.KVIDX_FEED_UNKNOWN_MEDIUM_DISK)
+	_ = uint(C.KVIDX_FEED_UNKNOWN_MEDIUM_DISK - FeedUnknownMediumDisk)
 )
 
 // cOffsets returns the C offsets of kvidx_event's fields, for the layout test.
@@ -177,6 +210,16 @@ func cOffsets() []uintptr {
 		unsafe.Offsetof(e.parent_seq_hash), unsafe.Offsetof(e.blocks),
 		unsafe.Offsetof(e.num_blocks), unsafe.Offsetof(e.seq_hashes),
 		unsafe.Offsetof(e.num_seq_hashes),
+	}
+}
+
+// cTieredMatchOffsets returns the C offsets of kvidx_tiered_match's fields, then its size,
+// for the layout test.
+func cTieredMatchOffsets() []uintptr {
+	var m C.kvidx_tiered_match
+	return []uintptr{
+		unsafe.Offsetof(m.worker_id), unsafe.Offsetof(m.dp_rank), unsafe.Offsetof(m.depth),
+		unsafe.Offsetof(m.tier_depths), unsafe.Sizeof(m),
 	}
 }
 
@@ -239,6 +282,31 @@ func libFindMatches(h handle, q *uint64, n int, out *Match, outCap int) (Status,
 	r := C.kvidx_go_find_matches(h, (*C.uint64_t)(unsafe.Pointer(q)), C.size_t(n),
 		(*C.kvidx_match)(unsafe.Pointer(out)), C.size_t(outCap))
 	return Status(r.status), int(r.len)
+}
+
+// libHasTiers says whether the library has the storage-tier functions: always with cgo, where
+// the header's KVIDX_HAS_TIERS functions are linked at build time.
+func libHasTiers() bool { return true }
+
+func libApplyEventOnTier(h handle, e *cEvent, tier uint32) Status {
+	return Status(C.kvidx_apply_event_on_tier(h, (*C.kvidx_event)(unsafe.Pointer(e)), C.uint32_t(tier)))
+}
+
+func libApplyEventsOnTiers(h handle, e *cEvent, tiers *uint32, n int) Status {
+	return Status(C.kvidx_apply_events_on_tiers(h, (*C.kvidx_event)(unsafe.Pointer(e)),
+		(*C.uint32_t)(unsafe.Pointer(tiers)), C.size_t(n)))
+}
+
+func libFindMatchesTiered(h handle, q *uint64, n int, out *TieredMatch, outCap int) (Status, int) {
+	r := C.kvidx_go_find_matches_tiered(h, (*C.uint64_t)(unsafe.Pointer(q)), C.size_t(n),
+		(*C.kvidx_tiered_match)(unsafe.Pointer(out)), C.size_t(outCap))
+	return Status(r.status), int(r.len)
+}
+
+// libTieredScore is the library's kvidx_tiered_score (tests compare TieredMatch.Score with it).
+func libTieredScore(m *TieredMatch, w *[NumTiers]float64) (float64, Status) {
+	r := C.kvidx_go_tiered_score(*(*C.kvidx_tiered_match)(unsafe.Pointer(m)), (*C.double)(unsafe.Pointer(&w[0])))
+	return float64(r.score), Status(r.status)
 }
 
 func libStats(h handle, out *Stats) Status {

@@ -42,6 +42,7 @@ var lib struct {
 	applyEngineBatch, feedNew, feedFree, feedApply, feedStats                   uintptr
 	newWithLimits, feedForget, feedRemoveWorker, feedRemoveWorkerDpRank         uintptr
 	feedPublishers                                                              uintptr
+	applyEventOnTier, applyEventsOnTiers, findMatchesTiered, tieredScore        uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -114,6 +115,21 @@ func openLibrary(candidates []string) (err error) {
 			return err
 		}
 	}
+	// Additions to ABI v1 (KVIDX_HAS_TIERS): a library without them still loads, and the
+	// tier methods fail with ErrLibraryUnavailable (see libHasTiers).
+	for _, s := range []struct {
+		name string
+		dst  *uintptr
+	}{
+		{"kvidx_apply_event_on_tier", &lib.applyEventOnTier},
+		{"kvidx_apply_events_on_tiers", &lib.applyEventsOnTiers},
+		{"kvidx_find_matches_tiered", &lib.findMatchesTiered},
+		{"kvidx_tiered_score", &lib.tieredScore},
+	} {
+		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
+			*s.dst = 0
+		}
+	}
 	for _, s := range []struct {
 		name string
 		fn   any
@@ -176,6 +192,38 @@ func libFindMatches(h handle, q *uint64, n int, out *Match, outCap int) (Status,
 	got := int(cell.n)
 	lenPool.Put(cell)
 	return st, got
+}
+
+// libHasTiers says whether the loaded library has the storage-tier functions.
+func libHasTiers() bool {
+	return lib.applyEventOnTier != 0 && lib.applyEventsOnTiers != 0 && lib.findMatchesTiered != 0 &&
+		lib.tieredScore != 0
+}
+
+func libApplyEventOnTier(h handle, e *cEvent, tier uint32) Status {
+	return status(purego.SyscallN(lib.applyEventOnTier, h, uintptr(unsafe.Pointer(e)), uintptr(tier)))
+}
+
+func libApplyEventsOnTiers(h handle, e *cEvent, tiers *uint32, n int) Status {
+	return status(purego.SyscallN(lib.applyEventsOnTiers, h, uintptr(unsafe.Pointer(e)),
+		uintptr(unsafe.Pointer(tiers)), uintptr(n)))
+}
+
+func libFindMatchesTiered(h handle, q *uint64, n int, out *TieredMatch, outCap int) (Status, int) {
+	cell := lenPool.Get().(*lenCell)
+	st := status(purego.SyscallN(lib.findMatchesTiered, h, uintptr(unsafe.Pointer(q)), uintptr(n),
+		uintptr(unsafe.Pointer(out)), uintptr(outCap), uintptr(unsafe.Pointer(&cell.n))))
+	got := int(cell.n)
+	lenPool.Put(cell)
+	return st, got
+}
+
+// libTieredScore is the library's kvidx_tiered_score (tests compare TieredMatch.Score with it).
+func libTieredScore(m *TieredMatch, w *[NumTiers]float64) (float64, Status) {
+	out := new(float64)
+	st := status(purego.SyscallN(lib.tieredScore, uintptr(unsafe.Pointer(m)),
+		uintptr(unsafe.Pointer(&w[0])), uintptr(unsafe.Pointer(out))))
+	return *out, st
 }
 
 func libStats(h handle, out *Stats) Status {

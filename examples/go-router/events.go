@@ -21,10 +21,23 @@ import (
 //
 // block_hash is the engine's sequence hash, tokens_hash the local hash of the block's tokens.
 // Exactly one of stored, removed and cleared must be present.
+//
+// An event may name the storage tier it is about, as the engine's medium or as a kvidx tier
+// (not both; names are case-insensitive):
+//
+//	{"worker_id": 3, "event_id": 10, "medium": "CPU", "stored": {...}}    offloaded to host memory
+//	{"worker_id": 3, "event_id": 11, "tier": "device", "removed": {...}}  evicted from the GPU only
+//
+// Media: GPU (device), CPU and CPU_PINNED (host), DISK and STORAGE (disk), EXTERNAL; any other
+// medium goes to the router's -unknown-medium tier (default external). Tiers: device, host,
+// disk, external, and all (removed and cleared only). A stored event without either is on the
+// device; a removed one without either leaves every tier; a cleared one always does.
 type kvEvent struct {
 	WorkerID uint64       `json:"worker_id"`
 	DpRank   uint32       `json:"dp_rank"`
 	EventID  uint64       `json:"event_id"`
+	Medium   *string      `json:"medium,omitempty"`
+	Tier     *string      `json:"tier,omitempty"`
 	Stored   *storedData  `json:"stored,omitempty"`
 	Removed  *removedData `json:"removed,omitempty"`
 	Cleared  *struct{}    `json:"cleared,omitempty"`
@@ -55,6 +68,8 @@ type wireEvent struct {
 	WorkerID *uint64      `json:"worker_id"`
 	DpRank   uint32       `json:"dp_rank"`
 	EventID  uint64       `json:"event_id"`
+	Medium   *string      `json:"medium"`
+	Tier     *string      `json:"tier"`
 	Stored   *storedData  `json:"stored"`
 	Removed  *removedData `json:"removed"`
 	Cleared  *struct{}    `json:"cleared"`
@@ -88,7 +103,7 @@ func decodeEvents(body []byte) ([]kvEvent, error) {
 			return nil, fmt.Errorf("event %d: worker_id is missing", i)
 		}
 		evs[i] = kvEvent{WorkerID: *w.WorkerID, DpRank: w.DpRank, EventID: w.EventID,
-			Stored: w.Stored, Removed: w.Removed, Cleared: w.Cleared}
+			Medium: w.Medium, Tier: w.Tier, Stored: w.Stored, Removed: w.Removed, Cleared: w.Cleared}
 	}
 	return evs, nil
 }
@@ -177,4 +192,73 @@ func (e *kvEvent) toIndexEvent() (kvidx.Event, error) {
 	default:
 		return kvidx.ClearedEvent(e.WorkerID, e.DpRank, e.EventID), nil
 	}
+}
+
+// maxMediumLen is the longest medium name accepted.
+const maxMediumLen = 64
+
+// mediumTier maps an engine's medium name (case-insensitive) to its storage tier; a medium
+// kvidx does not know is on unknown. Empty names, names longer than maxMediumLen and names
+// with characters other than letters, digits and "_-.:" are refused.
+func mediumTier(name string, unknown kvidx.Tier) (kvidx.Tier, error) {
+	if name == "" || len(name) > maxMediumLen {
+		return 0, fmt.Errorf("medium %q: want a name of 1 to %d characters", name, maxMediumLen)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_-.:", c)) {
+			return 0, fmt.Errorf("medium %q: want letters, digits and _-.: only", name)
+		}
+	}
+	switch strings.ToUpper(name) {
+	case "GPU":
+		return kvidx.TierDevice, nil
+	case "CPU", "CPU_PINNED":
+		return kvidx.TierHost, nil
+	case "DISK", "STORAGE":
+		return kvidx.TierDisk, nil
+	case "EXTERNAL":
+		return kvidx.TierExternal, nil
+	default:
+		return unknown, nil
+	}
+}
+
+// parseTier reads a kvidx tier name (case-insensitive): device, host, disk, external or all.
+func parseTier(name string) (kvidx.Tier, error) {
+	for _, t := range []kvidx.Tier{kvidx.TierDevice, kvidx.TierHost, kvidx.TierDisk, kvidx.TierExternal, kvidx.TierAll} {
+		if strings.EqualFold(name, t.String()) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("tier %q: want device, host, disk, external or all", name)
+}
+
+// tier returns the storage tier the event applies on and whether the event named one (with
+// medium or tier); unknown is the tier of a medium kvidx does not know. Without a name a
+// stored event is on the device and a removed one leaves every tier; a cleared event always
+// leaves every tier.
+func (e *kvEvent) tier(unknown kvidx.Tier) (kvidx.Tier, bool, error) {
+	var t kvidx.Tier
+	var err error
+	switch {
+	case e.Medium != nil && e.Tier != nil:
+		return 0, false, errors.New("give medium or tier, not both")
+	case e.Medium != nil:
+		t, err = mediumTier(*e.Medium, unknown)
+	case e.Tier != nil:
+		t, err = parseTier(*e.Tier)
+	case e.Stored != nil:
+		return kvidx.TierDevice, false, nil
+	default:
+		return kvidx.TierAll, false, nil
+	}
+	switch {
+	case err != nil:
+		return 0, false, err
+	case e.Cleared != nil:
+		return kvidx.TierAll, true, nil
+	case e.Stored != nil && t == kvidx.TierAll:
+		return 0, false, errors.New(`tier "all" is for removed and cleared events only`)
+	}
+	return t, true, nil
 }

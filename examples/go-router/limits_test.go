@@ -361,16 +361,18 @@ func TestRoutesExpireAndAreBounded(t *testing.T) {
 }
 
 // fullScan is the reference router: every known worker's cost, as the router once computed
-// it by looking at all of them.
-func fullScan(q []uint64, matches []kvidx.Match, loads map[workerKey]int, w float64) (best workerKey, bd Decision) {
-	depth := map[workerKey]uint32{}
+// it by looking at all of them (blocks weighted by their fastest tier with DefaultTierWeights).
+func fullScan(q []uint64, matches []kvidx.TieredMatch, loads map[workerKey]int, w float64) (best workerKey, bd Decision) {
+	byKey := map[workerKey]kvidx.TieredMatch{}
 	for _, m := range matches {
-		depth[workerKey{m.WorkerID, m.DpRank}] = m.Depth
+		byKey[workerKey{m.WorkerID, m.DpRank}] = m
 	}
 	found := false
 	for k, inflight := range loads {
-		c := Decision{WorkerID: k.ID, DpRank: k.DpRank, OverlapBlocks: depth[k], RequestBlocks: len(q), InFlight: inflight}
-		c.Cost = float64(len(q)-int(c.OverlapBlocks)) + w*float64(inflight)
+		m := byKey[k]
+		c := Decision{WorkerID: k.ID, DpRank: k.DpRank, OverlapBlocks: m.Depth, RequestBlocks: len(q), InFlight: inflight,
+			TierDepths: tierDepthsOf(m.TierDepths), HitBlocks: m.Score(DefaultTierWeights)}
+		c.Cost = float64(len(q)) - c.HitBlocks + w*float64(inflight)
 		if !found || better(c, bd, k, best) {
 			best, bd, found = k, c, true
 		}
@@ -407,8 +409,21 @@ func TestRouteEqualsFullScan(t *testing.T) {
 					if _, err := r.Register([]workerKey{k}); err != nil {
 						t.Fatal(err)
 					}
-					if err := r.ix.ApplyEvent(kvidx.StoredEvent(k.ID, k.DpRank, 0, blocks)); err != nil {
+					// Mostly on the device, else on a random tier (a block already held gains it).
+					tier := kvidx.TierDevice
+					if rng.IntN(3) == 0 {
+						tier = kvidx.Tier(rng.IntN(kvidx.NumTiers))
+					}
+					if err := r.ix.ApplyEventOnTier(kvidx.StoredEvent(k.ID, k.DpRank, 0, blocks), tier); err != nil {
 						t.Fatal(err)
+					}
+					// Sometimes a block of the chain leaves the device (evicted to the other
+					// tiers the worker holds it on, if any).
+					if rng.IntN(4) == 0 {
+						ev := kvidx.RemovedEvent(k.ID, k.DpRank, 1, []uint64{seq[rng.IntN(n)]})
+						if err := r.ix.ApplyEventOnTier(ev, kvidx.TierDevice); err != nil {
+							t.Fatal(err)
+						}
 					}
 					if _, ok := loads[k]; !ok {
 						loads[k] = 0
@@ -437,7 +452,7 @@ func TestRouteEqualsFullScan(t *testing.T) {
 					for i := range q {
 						q[i] = uint64(1 + rng.IntN(3))
 					}
-					matches, err := r.ix.FindMatches(q)
+					matches, err := r.ix.FindMatchesTiered(q)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -8,11 +8,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,9 +29,13 @@ type options struct {
 	eventThreads uint
 	blockSize    uint
 	loadWeight   float64
-	maxBody      int64
-	limits       Limits
-	timeouts     timeouts
+	tierWeights  tierWeights
+	// unknownMedium is the tier (device, host, disk, external) of an event medium kvidx does
+	// not know.
+	unknownMedium string
+	maxBody       int64
+	limits        Limits
+	timeouts      timeouts
 }
 
 // timeouts are the HTTP server's: a request's header must arrive within readHeader and the
@@ -42,14 +49,16 @@ type timeouts struct {
 // defaultOptions are the command-line defaults.
 func defaultOptions() options {
 	return options{
-		addr:         "127.0.0.1:8080",
-		backend:      "positional",
-		eventThreads: 2,
-		blockSize:    16,
-		loadWeight:   4,
-		maxBody:      8 << 20,
-		limits:       DefaultLimits(),
-		timeouts:     timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
+		addr:          "127.0.0.1:8080",
+		backend:       "positional",
+		eventThreads:  2,
+		blockSize:     16,
+		loadWeight:    4,
+		tierWeights:   DefaultTierWeights,
+		unknownMedium: "external",
+		maxBody:       8 << 20,
+		limits:        DefaultLimits(),
+		timeouts:      timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
 	}
 }
 
@@ -60,6 +69,8 @@ func main() {
 	flag.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
 	flag.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
 	flag.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
+	flag.Var(tierWeightsFlag{&o.tierWeights}, "tier-weights", "what a cached block is worth by its fastest tier: device,host,disk,external (each in [0, 1], non-increasing)")
+	flag.StringVar(&o.unknownMedium, "unknown-medium", o.unknownMedium, "storage tier of an event medium kvidx does not know: device, host, disk or external")
 	flag.Int64Var(&o.maxBody, "max-body", o.maxBody, "largest request body in bytes (larger: 413)")
 	flag.IntVar(&o.limits.MaxWorkers, "max-workers", o.limits.MaxWorkers, "workers (id, dp rank) known at once (beyond: 409)")
 	flag.IntVar(&o.limits.MaxNewWorkersPerRequest, "max-new-workers", o.limits.MaxNewWorkersPerRequest, "new workers one POST /events may register (beyond: 400)")
@@ -111,6 +122,13 @@ func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
 	if o.maxBody <= 0 {
 		return nil, nil, errors.New("max body must be positive")
 	}
+	unknownMedium, err := parseTier(o.unknownMedium)
+	if err != nil || unknownMedium == kvidx.TierAll {
+		return nil, nil, fmt.Errorf("unknown medium tier %q: want device, host, disk or external", o.unknownMedium)
+	}
+	if err := validTierWeights(o.tierWeights); err != nil {
+		return nil, nil, err
+	}
 	t := o.timeouts
 	if t.readHeader <= 0 || t.read <= 0 || t.write <= 0 || t.idle <= 0 {
 		return nil, nil, errors.New("every timeout must be positive")
@@ -119,13 +137,13 @@ func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := NewRouter(ix, o.loadWeight, o.limits)
+	r, err := NewTieredRouter(ix, o.loadWeight, o.tierWeights, o.limits)
 	if err != nil {
 		_ = ix.Close()
 		return nil, nil, err
 	}
 	srv := &http.Server{
-		Handler:           newHandler(r, ix, uint32(o.blockSize), o.maxBody),
+		Handler:           newHandler(r, ix, uint32(o.blockSize), o.maxBody, unknownMedium),
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
@@ -133,4 +151,57 @@ func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
 		MaxHeaderBytes:    64 << 10,
 	}
 	return srv, ix, nil
+}
+
+// tierWeights is the -tier-weights flag: four comma-separated numbers, the worth of a cached
+// block on the device, in host memory, on disk and in an external store, each in [0, 1] and
+// non-increasing.
+type tierWeights = [kvidx.NumTiers]float64
+
+// tierWeightsFlag parses -tier-weights into a tierWeights.
+type tierWeightsFlag struct{ w *tierWeights }
+
+// String formats the weights as the flag takes them ("1,0.8,0.5,0.2").
+func (f tierWeightsFlag) String() string {
+	if f.w == nil {
+		return ""
+	}
+	return formatTierWeights(*f.w)
+}
+
+// Set parses and validates the flag's value.
+func (f tierWeightsFlag) Set(s string) error {
+	w, err := parseTierWeights(s)
+	if err == nil {
+		*f.w = w
+	}
+	return err
+}
+
+func formatTierWeights(w tierWeights) string {
+	parts := make([]string, len(w))
+	for i, x := range w {
+		parts[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseTierWeights reads four comma-separated numbers in [0, 1], non-increasing.
+func parseTierWeights(s string) (tierWeights, error) {
+	var out tierWeights
+	parts := strings.Split(s, ",")
+	if len(parts) != kvidx.NumTiers {
+		return out, fmt.Errorf("tier weights %q: want %d comma-separated numbers (device,host,disk,external)", s, kvidx.NumTiers)
+	}
+	for i, p := range parts {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil {
+			return out, fmt.Errorf("tier weights %q: %q is not a number", s, p)
+		}
+		out[i] = x
+	}
+	if err := validTierWeights(out); err != nil {
+		return out, err
+	}
+	return out, nil
 }

@@ -173,7 +173,43 @@ type Router struct {
 	nextID   atomic.Uint64
 	expired  atomic.Uint64 // routes forgotten after RouteTTL
 	evicted  atomic.Uint64 // routes forgotten to stay within MaxRoutes
-	matches  sync.Pool     // *[]kvidx.Match scratch buffers
+	matches  sync.Pool     // *[]kvidx.TieredMatch scratch buffers
+	// tierWeights is what one cached block is worth by its fastest storage tier (a block on
+	// the device saves its whole prefill, one in host memory a little less, ...).
+	tierWeights [kvidx.NumTiers]float64
+}
+
+// DefaultTierWeights are the tier weights of the command-line default: a block in host memory
+// is worth 80% of one on the device, on disk 50%, in an external store 20%.
+var DefaultTierWeights = [kvidx.NumTiers]float64{1, 0.8, 0.5, 0.2}
+
+// validTierWeights checks tier weights: each in [0, 1], and never more for a slower tier.
+func validTierWeights(w [kvidx.NumTiers]float64) error {
+	for i, x := range w {
+		if !(x >= 0 && x <= 1) {
+			return fmt.Errorf("tier weight %d (%s) is %v: want a number in [0, 1]", i, kvidx.Tier(i), x)
+		}
+		if i > 0 && x > w[i-1] {
+			return fmt.Errorf("tier weights %v: a slower tier (%s) may not weigh more than a faster one",
+				w, kvidx.Tier(i))
+		}
+	}
+	return nil
+}
+
+// TierDepths are a worker's cached depths by storage tier, cumulative as in
+// kvidx.TieredMatch: Host counts the blocks of the prefix held on the device or in host
+// memory, and so on, so External is the overlap on any tier.
+type TierDepths struct {
+	Device   uint32 `json:"device"`
+	Host     uint32 `json:"host"`
+	Disk     uint32 `json:"disk"`
+	External uint32 `json:"external"`
+}
+
+func tierDepthsOf(d [kvidx.NumTiers]uint32) TierDepths {
+	return TierDepths{Device: d[kvidx.TierDevice], Host: d[kvidx.TierHost], Disk: d[kvidx.TierDisk],
+		External: d[kvidx.TierExternal]}
 }
 
 // Decision is the answer to one routing request.
@@ -185,24 +221,39 @@ type Decision struct {
 	RequestBlocks int     `json:"request_blocks"`
 	InFlight      int     `json:"in_flight"`
 	Cost          float64 `json:"cost"`
+	// TierDepths are the chosen worker's depths per storage tier (OverlapBlocks is their
+	// External, the overlap on any tier).
+	TierDepths TierDepths `json:"tier_depths"`
+	// HitBlocks is the overlap with each block weighted by its fastest tier (see
+	// Router.Route); it equals OverlapBlocks when every block is on the device.
+	HitBlocks float64 `json:"hit_blocks"`
 }
 
-// NewRouter builds a router over an open indexer; loadWeight (>= 0) weighs in-flight
-// requests against blocks to prefill.
+// NewRouter builds a router over an open indexer with the default tier weights; loadWeight
+// (>= 0) weighs in-flight requests against blocks to prefill.
 func NewRouter(ix *kvidx.Indexer, loadWeight float64, limits Limits) (*Router, error) {
+	return NewTieredRouter(ix, loadWeight, DefaultTierWeights, limits)
+}
+
+// NewTieredRouter is NewRouter with tier weights: what one cached block is worth by the
+// fastest storage tier holding it (each in [0, 1], non-increasing from device to external).
+func NewTieredRouter(ix *kvidx.Indexer, loadWeight float64, tierWeights [kvidx.NumTiers]float64, limits Limits) (*Router, error) {
+	if err := validTierWeights(tierWeights); err != nil {
+		return nil, err
+	}
 	if !(loadWeight >= 0) || loadWeight > 1e12 {
 		return nil, fmt.Errorf("load weight %v: want a number in [0, 1e12]", loadWeight)
 	}
 	if limits.MaxWorkers <= 0 || limits.MaxNewWorkersPerRequest <= 0 || limits.MaxRoutes < numShards || limits.RouteTTL <= 0 {
 		return nil, fmt.Errorf("limits %+v: every limit must be positive, MaxRoutes at least %d", limits, numShards)
 	}
-	r := &Router{ix: ix, loadWeight: loadWeight, limits: limits, now: time.Now}
+	r := &Router{ix: ix, loadWeight: loadWeight, limits: limits, now: time.Now, tierWeights: tierWeights}
 	for i := range r.workers {
 		r.workers[i].byID = map[uint64][]*workerState{}
 		r.workers[i].byLoad = loadWeight > 0
 		r.routes[i].routes = map[uint64]route{}
 	}
-	r.matches.New = func() any { s := make([]kvidx.Match, 0, 64); return &s }
+	r.matches.New = func() any { s := make([]kvidx.TieredMatch, 0, 64); return &s }
 	return r, nil
 }
 
@@ -329,14 +380,19 @@ type candidate struct {
 // flight (ties: deeper overlap, then lower worker id and rank) and counts the request in flight
 // on it until Done or until it expires. ok is false when no worker is known.
 //
-// Only workers holding a prefix (from the index) and each shard's least-loaded worker are
-// looked at: a worker holding nothing costs len(query) + loadWeight * in-flight, so the
-// least-loaded one is the best of them. Each look is under one shard's read lock; concurrent
+// Blocks to prefill are len(query) - HitBlocks: each block of the worker's cached prefix is a
+// partial hit worth the weight of the fastest storage tier it is on (1 for the device by
+// default, so a prefix held on the device only counts its full depth; one in host memory
+// must be loaded back, and counts less).
+//
+// Only workers holding a prefix (from the index, with their depths per tier) and each shard's
+// least-loaded worker are looked at: a worker holding nothing costs len(query) + loadWeight *
+// in-flight, so the least-loaded one is the best of them. Each look is under one shard's read lock; concurrent
 // routes may both see the same least-loaded worker (the loads they read are a moment old).
 func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
-	buf := r.matches.Get().(*[]kvidx.Match)
+	buf := r.matches.Get().(*[]kvidx.TieredMatch)
 	defer r.matches.Put(buf)
-	*buf, err = r.ix.FindMatchesInto(localHashes, (*buf)[:0])
+	*buf, err = r.ix.FindMatchesTieredInto(localHashes, (*buf)[:0])
 	if err != nil {
 		return d, false, err
 	}
@@ -362,16 +418,18 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 }
 
 // best returns the best candidate for a query and its matches, without changing anything.
-func (r *Router) best(q []uint64, matches []kvidx.Match) (best candidate, found bool) {
-	consider := func(st *workerState, sh *workerShard, inflight int, depth uint32) {
+func (r *Router) best(q []uint64, matches []kvidx.TieredMatch) (best candidate, found bool) {
+	consider := func(st *workerState, sh *workerShard, inflight int, m kvidx.TieredMatch) {
 		c := candidate{st: st, shard: sh, d: Decision{
 			WorkerID:      st.key.ID,
 			DpRank:        st.key.DpRank,
-			OverlapBlocks: depth,
+			OverlapBlocks: m.Depth,
 			RequestBlocks: len(q),
 			InFlight:      inflight,
+			TierDepths:    tierDepthsOf(m.TierDepths),
+			HitBlocks:     m.Score(r.tierWeights),
 		}}
-		c.d.Cost = float64(len(q)-int(depth)) + r.loadWeight*float64(inflight)
+		c.d.Cost = routeCost(len(q), c.d.HitBlocks, r.loadWeight, inflight)
 		if !found || better(c.d, best.d, st.key, best.st.key) {
 			best, found = c, true
 		}
@@ -386,11 +444,12 @@ func (r *Router) best(q []uint64, matches []kvidx.Match) (best candidate, found 
 		}
 		sh.mu.RUnlock()
 		if st != nil && m.Depth > 0 {
-			consider(st, sh, inflight, m.Depth)
+			consider(st, sh, inflight, m)
 		}
 	}
 	// The least-loaded worker overall, with no overlap: if it holds a prefix, its entry
-	// above costs strictly less, so counting it at depth 0 here never makes it win wrongly.
+	// above costs no more (weights are >= 0) and has the deeper overlap, which wins ties, so
+	// counting it at depth 0 here never makes it win wrongly.
 	var top *workerState
 	var topShard *workerShard
 	topInflight := 0
@@ -406,9 +465,15 @@ func (r *Router) best(q []uint64, matches []kvidx.Match) (best candidate, found 
 		sh.mu.RUnlock()
 	}
 	if top != nil {
-		consider(top, topShard, topInflight, 0)
+		consider(top, topShard, topInflight, kvidx.TieredMatch{})
 	}
 	return best, found
+}
+
+// routeCost is a candidate's cost: blocks to prefill (the request's blocks less the weighted
+// hits) plus loadWeight per request in flight.
+func routeCost(requestBlocks int, hitBlocks, loadWeight float64, inflight int) float64 {
+	return float64(requestBlocks) - hitBlocks + loadWeight*float64(inflight)
 }
 
 // better orders candidates: lower cost, deeper overlap, lower (worker id, dp rank).

@@ -23,6 +23,8 @@ type server struct {
 	blockSize uint32
 	maxBody   int64
 	metrics   *metrics
+	// unknownMedium is the storage tier of an event's medium that kvidx does not know.
+	unknownMedium kvidx.Tier
 	// applyGate lets ?wait=1 requests apply alone: others hold it shared while they submit
 	// events, a waiting request holds it exclusively from a first flush to its last, so the
 	// index's counters move only with its own events in between.
@@ -54,9 +56,11 @@ type errorResponse struct {
 
 // newHandler returns the router's HTTP API (successes and errors are JSON, {"error": "..."}):
 //
-//	POST   /events              KV events (one object or an array); ?wait=1 returns once applied,
-//	                            with the counts of applied and rejected events
+//	POST   /events              KV events (one object or an array, see kvEvent; an event may
+//	                            name its storage tier with "medium" or "tier"); ?wait=1 returns
+//	                            once applied, with the counts of applied and rejected events
 //	POST   /route               {"token_ids": [...]} or {"local_hashes": [...]} -> Decision
+//	                            (with the chosen worker's depths per storage tier)
 //	DELETE /requests/{id}       the routed request is done (no longer counts as load)
 //	DELETE /workers/{id}        forget a worker (all dp ranks)
 //	GET    /metrics             Prometheus text
@@ -64,8 +68,10 @@ type errorResponse struct {
 // Statuses: 400 bad input, 404 unknown request or endpoint, 405 wrong method, 408 body not
 // received in time, 409 worker limit reached, 413 body larger than maxBody, 503 no worker
 // known yet.
-func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64) http.Handler {
-	s := &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics()}
+// unknownMedium is the storage tier of an event medium kvidx does not know.
+func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) http.Handler {
+	s := &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics(),
+		unknownMedium: unknownMedium}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", s.postEvents)
 	mux.HandleFunc("POST /route", s.postRoute)
@@ -148,6 +154,8 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	evs := make([]kvidx.Event, len(raw))
+	tiers := make([]kvidx.Tier, len(raw))
+	tiered := false // some event names its tier: apply with ApplyEventsOnTiers
 	var keys []workerKey
 	seen := map[workerKey]bool{}
 	for i := range raw {
@@ -155,6 +163,12 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 			s.badRequest(w, fmt.Errorf("event %d: %w", i, err))
 			return
 		}
+		var named bool
+		if tiers[i], named, err = raw[i].tier(s.unknownMedium); err != nil {
+			s.badRequest(w, fmt.Errorf("event %d: worker %d event %d: %w", i, raw[i].WorkerID, raw[i].EventID, err))
+			return
+		}
+		tiered = tiered || named
 		if k := (workerKey{raw[i].WorkerID, raw[i].DpRank}); !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
@@ -170,6 +184,12 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	s.metrics.eventsReceived.Add(uint64(len(evs)))
+	apply := func() error {
+		if tiered {
+			return s.ix.ApplyEventsOnTiers(evs, tiers)
+		}
+		return s.ix.ApplyEvents(evs)
+	}
 	wait := req.URL.Query().Get("wait") == "1"
 	var before, after kvidx.Stats
 	if wait {
@@ -183,10 +203,10 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 			s.fail(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-		err = s.ix.ApplyEvents(evs)
+		err = apply()
 	} else {
 		s.applyGate.RLock()
-		err = s.ix.ApplyEvents(evs)
+		err = apply()
 		s.applyGate.RUnlock()
 	}
 	switch {
