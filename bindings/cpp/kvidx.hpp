@@ -19,11 +19,17 @@
 // Errc::too_large; either way nothing changes. EngineFeed::remove_worker() removes a worker
 // from the indexer and forgets its publishers in the feed; EngineFeed::forget() forgets one.
 //
+// Storage tiers (when kvidx.h defines KVIDX_HAS_TIERS): kvidx::Tier names where a worker holds
+// a block (device, host, disk, external; Tier::all for removals on every tier).
+// Indexer::apply_event_on_tier() / apply_events_on_tiers() apply events on one tier each,
+// find_matches_tiered() reports each worker's depth per tier into a reusable
+// TieredMatchBuffer, and tiered_score() weighs a TieredMatch by tier.
+//
 // Thread safety: as the C ABI, whose rule is "a const handle may be used by any number of
 // threads at once". Every member function of one Indexer (or EngineFeed) is const for that
 // reason (except release()) and may be called from any number of threads at once; destruction
-// and move-assignment must not overlap any other call on that object. A MatchBuffer belongs to
-// one thread at a time.
+// and move-assignment must not overlap any other call on that object. A MatchBuffer (or
+// TieredMatchBuffer) belongs to one thread at a time.
 #ifndef KVIDX_HPP
 #define KVIDX_HPP
 
@@ -281,6 +287,96 @@ class MatchBuffer {
   std::size_t len_ = 0;
 };
 
+#if defined(KVIDX_HAS_TIERS)
+/// Storage tiers, fastest first (KVIDX_TIER_*; same values). The first four index
+/// TieredMatch::tier_depths.
+enum class Tier : std::uint32_t {
+  device = KVIDX_TIER_DEVICE,      ///< The accelerator's memory (GPU): where apply() puts blocks.
+  host = KVIDX_TIER_HOST,          ///< Host memory (CPU DRAM).
+  disk = KVIDX_TIER_DISK,          ///< Local disk.
+  external = KVIDX_TIER_EXTERNAL,  ///< A remote or shared store.
+  all = KVIDX_TIER_ALL,            ///< REMOVED and CLEARED only: every tier (as apply()).
+};
+
+/// Number of real tiers (entries of TieredMatch::tier_depths and of TierWeights).
+inline constexpr std::size_t tier_count = 4;
+
+/// One weight per tier for tiered_score(), indexed by Tier (e.g. {1.0, 0.8, 0.5, 0.2}).
+using TierWeights = std::array<double, tier_count>;
+
+/// One worker's answer to a tiered query (the C struct itself): worker_id, dp_rank, depth (the
+/// depth find_matches reports: the prefix held on any tier) and tier_depths[t], the longest
+/// prefix held on tier t or a faster one (never decreasing in t; tier_depths[3] == depth).
+using TieredMatch = kvidx_tiered_match;
+
+static_assert(std::is_standard_layout_v<TieredMatch> && std::is_trivially_copyable_v<TieredMatch>,
+              "TieredMatch must stay the C struct");
+static_assert(sizeof(TieredMatch) == 32 && alignof(TieredMatch) == alignof(std::uint64_t),
+              "kvidx_tiered_match layout (ABI v1)");
+static_assert(offsetof(TieredMatch, worker_id) == 0 && offsetof(TieredMatch, dp_rank) == 8 &&
+                  offsetof(TieredMatch, depth) == 12 && offsetof(TieredMatch, tier_depths) == 16,
+              "kvidx_tiered_match field offsets (ABI v1)");
+static_assert(sizeof(TieredMatch::tier_depths) == tier_count * sizeof(std::uint32_t),
+              "one depth per tier");
+static_assert(sizeof(Tier) == sizeof(std::uint32_t) && alignof(Tier) == alignof(std::uint32_t),
+              "a Tier array is passed to the C ABI as its uint32_t tier values");
+
+/// The depth of `m` on tier `t` or a faster one (Tier::all: on any tier, i.e. m.depth).
+[[nodiscard]] constexpr std::uint32_t tier_depth(const TieredMatch& m, Tier t) noexcept {
+  const auto i = static_cast<std::uint32_t>(t);
+  return i < tier_count ? m.tier_depths[i] : m.depth;
+}
+
+/// A reusable output buffer for find_matches_tiered (as MatchBuffer): it grows when a query
+/// has more matches than it can hold and keeps its capacity, so once warm a query allocates
+/// nothing.
+class TieredMatchBuffer {
+ public:
+  /// An empty buffer with room for `initial_capacity` matches.
+  explicit TieredMatchBuffer(std::size_t initial_capacity = 64) : storage_(initial_capacity) {}
+
+  /// Number of matches of the last successful query (0 after a failed one).
+  [[nodiscard]] std::size_t size() const noexcept { return len_; }
+  /// True when the last query matched no worker (or failed).
+  [[nodiscard]] bool empty() const noexcept { return len_ == 0; }
+  /// How many matches fit without growing.
+  [[nodiscard]] std::size_t capacity() const noexcept { return storage_.size(); }
+  /// The matches, deepest first (the order of find_matches).
+  [[nodiscard]] const TieredMatch* data() const noexcept { return storage_.data(); }
+  /// Iterator to the first (deepest) match.
+  [[nodiscard]] const TieredMatch* begin() const noexcept { return storage_.data(); }
+  /// Iterator past the last match.
+  [[nodiscard]] const TieredMatch* end() const noexcept { return storage_.data() + len_; }
+  /// Match `i` (no bounds check).
+  [[nodiscard]] const TieredMatch& operator[](std::size_t i) const noexcept {
+    return storage_[i];
+  }
+  /// The matches as a view.
+  [[nodiscard]] Span<TieredMatch> view() const noexcept { return {storage_.data(), len_}; }
+  /// Ensures room for `n` matches.
+  void reserve(std::size_t n) {
+    if (n > storage_.size()) storage_.resize(n);
+  }
+  /// Forgets the matches (keeps the capacity).
+  void clear() noexcept { len_ = 0; }
+
+ private:
+  friend class Indexer;
+  std::vector<TieredMatch> storage_;
+  std::size_t len_ = 0;
+};
+
+/// The weighted hit score of `m` (kvidx_tiered_score): each block of its prefix counts the
+/// weight of the fastest tier it is on (weights[t] for Tier t). Routers compare workers by it.
+[[nodiscard]] inline Result<double> tiered_score(const TieredMatch& m,
+                                                 const TierWeights& weights) noexcept {
+  double out = 0.0;
+  const Status s = Status::from_c(kvidx_tiered_score(&m, weights.data(), &out));
+  if (!s) return s;
+  return out;
+}
+#endif  // KVIDX_HAS_TIERS
+
 /// Library version string, e.g. "0.1.0".
 [[nodiscard]] inline const char* version() noexcept { return kvidx_version(); }
 /// The library's C ABI version (the header's KVIDX_ABI_VERSION when they agree).
@@ -397,6 +493,13 @@ enum class FeedFlags : std::uint32_t {
   all_media = KVIDX_FEED_ALL_MEDIA,                      ///< Index every medium, not only GPU.
   all_groups = KVIDX_FEED_ALL_GROUPS,                    ///< Index every KV-cache group.
   hash_tokens_only = KVIDX_FEED_HASH_TOKENS_ONLY,  ///< Index stores with extra keys by tokens.
+#if defined(KVIDX_HAS_TIERS)
+  /// With all_media: a medium the decoder does not know is on Tier::device (default: external).
+  /// At most one unknown_medium_* flag.
+  unknown_medium_device = KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE,
+  unknown_medium_host = KVIDX_FEED_UNKNOWN_MEDIUM_HOST,  ///< ... is on Tier::host.
+  unknown_medium_disk = KVIDX_FEED_UNKNOWN_MEDIUM_DISK,  ///< ... is on Tier::disk.
+#endif
 };
 /// The union of two flag sets.
 [[nodiscard]] constexpr FeedFlags operator|(FeedFlags a, FeedFlags b) noexcept {
@@ -534,6 +637,78 @@ class Indexer {
     if (!s) return s;
     return std::vector<Match>(buf.begin(), buf.end());
   }
+
+#if defined(KVIDX_HAS_TIERS)
+  /// Like apply(event), on storage tier `tier`: a STORED puts its blocks on `tier` (a block
+  /// the worker already holds gains it); a REMOVED takes `tier` off each named block, which
+  /// stays held while it is on another tier (Tier::all: every tier, as apply(); a name not on
+  /// `tier` counts in Stats::unknown_removals); a CLEARED drops every tier.
+  /// Errc::invalid_argument for an unknown tier or Tier::all on a STORED (nothing applied).
+  [[nodiscard]] Status apply_event_on_tier(const Event& event, Tier tier) const noexcept {
+    return Status::from_c(
+        kvidx_apply_event_on_tier(handle_.get(), &event, static_cast<std::uint32_t>(tier)));
+  }
+  /// Applies or queues events in order, events[i] on tiers[i]. Every event and tier is
+  /// checked first: if one is malformed, none is applied (C ABI rules). Errc::invalid_argument,
+  /// without calling the library, when the two spans differ in size.
+  [[nodiscard]] Status apply_events_on_tiers(Span<Event> events,
+                                             Span<Tier> tiers) const noexcept {
+    if (events.size() != tiers.size()) return Status(Errc::invalid_argument);
+    // Tier's fixed underlying type is uint32_t (same size and alignment, asserted above): the
+    // library reads the array as the uint32_t tier values it expects.
+    return Status::from_c(kvidx_apply_events_on_tiers(
+        handle_.get(), events.data(), reinterpret_cast<const std::uint32_t*>(tiers.data()),
+        events.size()));
+  }
+  /// Same as apply_events_on_tiers(Span<Event>, Span<Tier>), with raw KVIDX_TIER_* values.
+  [[nodiscard]] Status apply_events_on_tiers(Span<Event> events,
+                                             Span<std::uint32_t> tiers) const noexcept {
+    if (events.size() != tiers.size()) return Status(Errc::invalid_argument);
+    return Status::from_c(
+        kvidx_apply_events_on_tiers(handle_.get(), events.data(), tiers.data(), events.size()));
+  }
+  /// Pointer + size form of apply_events_on_tiers: `n` events and `n` tiers.
+  [[nodiscard]] Status apply_events_on_tiers(const Event* events, const Tier* tiers,
+                                             std::size_t n) const noexcept {
+    return apply_events_on_tiers(Span<Event>(events, n), Span<Tier>(tiers, n));
+  }
+
+  /// Like find_matches, with each worker's depth per tier (the same workers, depths and
+  /// order), into `out`. Grows `out` if needed and retries, so the call allocates only while
+  /// `out` is still too small. On error `out` is empty.
+  [[nodiscard]] Status find_matches_tiered(Span<std::uint64_t> local_hashes,
+                                           TieredMatchBuffer& out) const {
+    for (;;) {
+      std::size_t len = 0;
+      const kvidx_status s =
+          kvidx_find_matches_tiered(handle_.get(), local_hashes.data(), local_hashes.size(),
+                                    out.storage_.data(), out.storage_.size(), &len);
+      if (s == KVIDX_OK) {
+        out.len_ = len;
+        return Status();
+      }
+      out.len_ = 0;
+      if (s != KVIDX_ERR_BUFFER_TOO_SMALL || len <= out.storage_.size()) {
+        return Status::from_c(s);
+      }
+      // Matches may grow between the two calls (concurrent writers): leave some slack.
+      out.storage_.resize(len + len / 4 + 8);
+    }
+  }
+  /// Pointer + size form of find_matches_tiered(Span, TieredMatchBuffer&).
+  [[nodiscard]] Status find_matches_tiered(const std::uint64_t* local_hashes, std::size_t n,
+                                           TieredMatchBuffer& out) const {
+    return find_matches_tiered(Span<std::uint64_t>(local_hashes, n), out);
+  }
+  /// Convenience form returning a new vector (allocates on every call; not for the hot path).
+  [[nodiscard]] Result<std::vector<TieredMatch>> find_matches_tiered(
+      Span<std::uint64_t> local_hashes) const {
+    TieredMatchBuffer buf(16);
+    const Status s = find_matches_tiered(local_hashes, buf);
+    if (!s) return s;
+    return std::vector<TieredMatch>(buf.begin(), buf.end());
+  }
+#endif  // KVIDX_HAS_TIERS
 
   /// Decodes one engine payload (the last frame of the engine's ZMQ message) completely, then
   /// applies its events to (worker_id, dp_rank); pass dp_rank_from_batch for the envelope's
