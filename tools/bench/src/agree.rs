@@ -1,12 +1,13 @@
 //! An untimed cross-check: every index replays the workload synchronously, in order, and
 //! each query's answer is compared with the first exact index's. Shows how inexact the
 //! baseline is on this workload, and that the exact backends agree. With the feature `peer`
-//! the public peer's indexes take part too (never as the reference).
+//! the public peer's indexes take part too (never as the reference). On a workload with
+//! tiered events, `find_matches_tiered` answers are compared too (kvidx's indexes only).
 
-use kvidx::{Event, Indexer, Match};
+use kvidx::{Event, Indexer, Match, TieredMatch};
 
 use crate::target::Subject;
-use crate::workload::{Op, TimedOp};
+use crate::workload::{Counts, Op, TimedOp};
 
 /// Per index: queries whose answer differs from the reference index's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub struct Agreement {
     pub queries: u64,
     /// `(index, queries answered differently)`, the reference index excluded.
     pub differ: Vec<(&'static str, u64)>,
+    /// The same for `find_matches_tiered`, on a workload with tiered events (else empty),
+    /// for the indexes that answer tiered queries.
+    pub differ_tiered: Vec<(&'static str, u64)>,
 }
 
 /// Compares every subject's answers with those of the first exact subject; `None` when
@@ -31,7 +35,13 @@ pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
     let truth = exact.indexer(0);
     let rest: Vec<Replica> = others.iter().map(|s| Replica::of(*s)).collect();
     let mut differ = vec![0u64; others.len()];
+    let tiers = Counts::of(ops).tiered > 0;
+    let mut differ_tiered: Vec<Option<u64>> = others
+        .iter()
+        .map(|s| (tiers && s.answers_tiers()).then_some(0))
+        .collect();
     let (mut want, mut got) = (Vec::new(), Vec::new());
+    let (mut want_tiered, mut got_tiered) = (Vec::new(), Vec::new());
     let mut queries = 0;
     for op in ops {
         match &op.op {
@@ -50,6 +60,14 @@ pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
                         *d += 1;
                     }
                 }
+                if tiers {
+                    truth.find_matches_tiered_into(q, &mut want_tiered);
+                    for (s, d) in rest.iter().zip(differ_tiered.iter_mut()) {
+                        let Some(d) = d else { continue };
+                        s.find_tiered(q, &mut got_tiered);
+                        *d += u64::from(got_tiered != want_tiered);
+                    }
+                }
             }
         }
     }
@@ -57,6 +75,11 @@ pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
         against: exact.name(),
         queries,
         differ: others.iter().map(|s| s.name()).zip(differ).collect(),
+        differ_tiered: others
+            .iter()
+            .zip(differ_tiered)
+            .filter_map(|(s, d)| Some((s.name(), d?)))
+            .collect(),
     })
 }
 
@@ -96,6 +119,15 @@ impl Replica {
             Replica::Peer(peer) => peer.find_matches_into(query, out),
         }
     }
+
+    /// A tiered answer (only for replicas whose subject answers tiered queries).
+    fn find_tiered(&self, query: &[u64], out: &mut Vec<TieredMatch>) {
+        match self {
+            Replica::Ours(indexer) => indexer.find_matches_tiered_into(query, out),
+            #[cfg(feature = "peer")]
+            Replica::Peer(peer) => peer.find_matches_tiered_into(query, out),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,7 +157,42 @@ mod tests {
         assert_eq!(a.against, "positional");
         assert_eq!(a.queries, 3);
         assert_eq!(a.differ, vec![("radix", 0), ("nested-map", 1)]);
+        assert!(a.differ_tiered.is_empty(), "no tiered events");
         assert_eq!(check(&ops, &[Subject::Baseline]), None);
+    }
+
+    #[test]
+    fn tiered_answers_are_compared_on_tiered_workloads() {
+        let w = Worker::new(0, 0);
+        let ops: Vec<TimedOp> = [
+            Op::Event(Event::stored(
+                w,
+                0,
+                None,
+                vec![Block::new(1, 10), Block::new(2, 20)],
+            )),
+            // Block 20 moves to host memory: the baseline, which keeps no tiers, drops it
+            // on the device removal.
+            Op::Event(Event::stored_on(
+                w,
+                1,
+                Some(10),
+                vec![Block::new(2, 20)],
+                kvidx::Tier::Host,
+            )),
+            Op::Event(Event::removed_from(w, 2, vec![20], kvidx::Tier::Device)),
+            Op::Match(vec![1, 2]),
+        ]
+        .into_iter()
+        .map(|op| TimedOp { t: 0, op })
+        .collect();
+        let a = check(
+            &ops,
+            &[Subject::Positional, Subject::Radix, Subject::Baseline],
+        )
+        .unwrap();
+        assert_eq!(a.differ, vec![("radix", 0), ("nested-map", 1)]);
+        assert_eq!(a.differ_tiered, vec![("radix", 0), ("nested-map", 1)]);
     }
 
     #[cfg(feature = "peer")]
@@ -155,6 +222,7 @@ mod tests {
             a.differ,
             vec![("peer-compressed", 0), ("peer-positional", 0)]
         );
+        assert!(a.differ_tiered.is_empty());
         assert_eq!(check(&ops, &[Subject::PeerCompressed]), None);
     }
 }

@@ -90,6 +90,18 @@ pub struct EngineArgs {
     /// different names on different workers; local hashes, queries and routing are unchanged.
     #[arg(long, value_enum, default_value_t = EngineHash::Shared)]
     pub engine_hash: EngineHash,
+    /// Blocks in each worker's host-memory pool (0: no host tier). With a host tier a block
+    /// the GPU evicts moves to host memory (a Stored on tier host, then a Removed on tier
+    /// device), host evictions remove it (a Removed on tier host), and a prefix continuing in
+    /// host memory is a host hit, reloaded to the GPU. The main job then also simulates the
+    /// tier-aware kv-cost-tiered policy, reports GPU and host hit rates, and replays the
+    /// single-tier workload (the same run without a host tier) beside the host-tier one.
+    #[arg(long, default_value_t = 0)]
+    pub host_blocks_per_worker: usize,
+    /// What a prefix block in host memory is worth to kv-cost-tiered, relative to one on the
+    /// GPU (0 to 1): a block to reload costs 1 - weight of a block to compute.
+    #[arg(long, default_value_t = 0.8)]
+    pub host_weight: f64,
 }
 
 impl EngineArgs {
@@ -229,6 +241,12 @@ mod tests {
             "4",
             "--subjects",
             "positional,baseline",
+            "--host-blocks-per-worker",
+            "4096",
+            "--host-weight",
+            "0.5",
+            "--policy",
+            "kv-cost-tiered",
         ])
         .unwrap();
         assert!(cli.command.is_none());
@@ -237,8 +255,21 @@ mod tests {
             cli.main.replay.subjects,
             vec![Subject::Positional, Subject::Baseline]
         );
-        assert_eq!(cli.main.policy, Policy::KvCost);
+        assert_eq!(cli.main.policy, Policy::KvCostTiered);
+        assert_eq!(
+            (
+                cli.main.engine.host_blocks_per_worker,
+                cli.main.engine.host_weight
+            ),
+            (4096, 0.5)
+        );
         let full = Cli::try_parse_from(["kvidx-bench"]).unwrap().main;
+        assert_eq!(full.policy, Policy::KvCost);
+        assert_eq!(
+            (full.engine.host_blocks_per_worker, full.engine.host_weight),
+            (0, 0.8),
+            "no host tier by default"
+        );
         assert!(!full.engine.quick && full.engine.trace.is_none());
         assert_eq!(
             (full.engine.workers(), full.engine.blocks_per_worker()),
@@ -255,5 +286,22 @@ mod tests {
         let cli = Cli::try_parse_from(["kvidx-bench", "replay", "--workload", "w"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Replay(_))));
         assert!(Cli::try_parse_from(["kvidx-bench", "--workers", "x"]).is_err());
+        assert!(Cli::try_parse_from(["kvidx-bench", "--host-blocks-per-worker", "-1"]).is_err());
+        let generate = Cli::try_parse_from([
+            "kvidx-bench",
+            "generate",
+            "--out",
+            "w",
+            "--host-blocks-per-worker",
+            "64",
+        ])
+        .unwrap();
+        let Some(Command::Generate(g)) = generate.command else {
+            panic!("generate parses")
+        };
+        assert_eq!(
+            (g.engine.host_blocks_per_worker, g.engine.host_weight),
+            (64, 0.8)
+        );
     }
 }

@@ -19,7 +19,7 @@
 //! removals name blocks exactly as they were stored, and the stream stays valid.
 
 use kvidx::hashing::{next_seq_hash, HASH_SEED};
-use kvidx::{Event, EventData, Worker};
+use kvidx::{Event, EventData, Tier, Worker};
 use rustc_hash::FxHashMap;
 
 /// How the mock engines compute the sequence hashes they publish (`--engine-hash`).
@@ -53,13 +53,26 @@ pub fn worker_salt(worker: Worker) -> u64 {
     next_seq_hash(worker.worker_id, u64::from(worker.dp_rank), SALT_SEED)
 }
 
+/// A held block's salted name and the tiers it is on (bit `t` = [`Tier::index`] `t`).
+#[derive(Debug, Clone, Copy)]
+struct Named {
+    salted: u64,
+    tiers: u8,
+}
+
+/// A tier's bit in [`Named::tiers`].
+fn tier_bit(tier: Tier) -> u8 {
+    1 << tier.index()
+}
+
 /// Renames the sequence hashes of published events to each worker's salted chain.
 ///
 /// Keeps, per worker, the salted name of every block the worker holds (shared name -> salted
-/// name), learnt from its `Stored` events and forgotten on `Removed` and `Cleared`.
+/// name) and the tiers it is on, learnt from its `Stored` events and forgotten on `Removed`
+/// (of the block's last tier) and `Cleared`.
 #[derive(Debug, Default)]
 pub struct Salter {
-    names: FxHashMap<Worker, FxHashMap<u64, u64>>,
+    names: FxHashMap<Worker, FxHashMap<u64, Named>>,
 }
 
 impl Salter {
@@ -78,47 +91,48 @@ impl Salter {
         let worker = event.worker;
         let names = self.names.entry(worker).or_default();
         match &mut event.data {
-            EventData::Stored { parent, blocks, .. } => {
+            EventData::Stored {
+                parent,
+                blocks,
+                tier,
+            } => {
                 let mut prev = match parent {
                     None => worker_salt(worker),
                     Some(p) => {
-                        let salted = *names
+                        let salted = names
                             .get(p)
-                            .expect("a Stored event's parent is held by its worker");
+                            .expect("a Stored event's parent is held by its worker")
+                            .salted;
                         *p = salted;
                         salted
                     }
                 };
                 for block in blocks.iter_mut() {
                     let salted = next_seq_hash(prev, block.local_hash, HASH_SEED);
-                    let before = names.insert(block.seq_hash, salted);
-                    debug_assert!(
-                        !matches!(before, Some(b) if b != salted),
+                    let named = names
+                        .entry(block.seq_hash)
+                        .or_insert(Named { salted, tiers: 0 });
+                    debug_assert_eq!(
+                        named.salted, salted,
                         "a re-announced block keeps its salted name"
                     );
+                    named.tiers |= tier_bit(*tier);
                     block.seq_hash = salted;
                     prev = salted;
                 }
             }
-            EventData::Removed {
-                seq_hashes,
-                tier: None,
-            } => {
+            EventData::Removed { seq_hashes, tier } => {
                 for name in seq_hashes.iter_mut() {
-                    *name = names
-                        .remove(name)
+                    let named = names
+                        .get_mut(name)
                         .expect("a removed block is held by its worker");
-                }
-            }
-            // One tier only: the block may stay on another, so its name is kept.
-            EventData::Removed {
-                seq_hashes,
-                tier: Some(_),
-            } => {
-                for name in seq_hashes.iter_mut() {
-                    *name = *names
-                        .get(name)
-                        .expect("a removed block is held by its worker");
+                    let salted = named.salted;
+                    // One tier only: the block stays held (its name kept) while on another.
+                    named.tiers &= !tier.map_or(u8::MAX, tier_bit);
+                    if named.tiers == 0 {
+                        names.remove(name);
+                    }
+                    *name = salted;
                 }
             }
             EventData::Cleared => names.clear(),
@@ -196,6 +210,52 @@ mod tests {
         let mut again = Event::stored(a, 3, None, chain.clone());
         salter.rename(&mut again);
         assert_eq!(names(&again), na);
+    }
+
+    #[test]
+    fn a_name_is_kept_while_its_block_is_on_some_tier() {
+        let w = Worker::new(0, 0);
+        let chain = shared_chain(&[5, 6]);
+        let mut salter = Salter::new();
+        let mut stored = Event::stored(w, 0, None, chain.clone());
+        salter.rename(&mut stored);
+        let EventData::Stored { blocks, .. } = &stored.data else {
+            unreachable!()
+        };
+        let salted = blocks[1].seq_hash;
+        // Offloaded: stored on the host (naming its salted parent), then off the device.
+        let mut host = Event::stored_on(w, 1, Some(chain[0].seq_hash), vec![chain[1]], Tier::Host);
+        salter.rename(&mut host);
+        let EventData::Stored { parent, blocks, .. } = &host.data else {
+            unreachable!()
+        };
+        assert_eq!(
+            (*parent, blocks[0].seq_hash),
+            (Some(blocks_parent(&stored)), salted)
+        );
+        let mut off_device = Event::removed_from(w, 2, vec![chain[1].seq_hash], Tier::Device);
+        salter.rename(&mut off_device);
+        assert_eq!(
+            off_device.data,
+            EventData::Removed {
+                seq_hashes: vec![salted],
+                tier: Some(Tier::Device),
+            }
+        );
+        let held = |s: &Salter| s.names[&w].contains_key(&chain[1].seq_hash);
+        assert!(held(&salter), "still on the host");
+        let mut off_host = Event::removed_from(w, 3, vec![chain[1].seq_hash], Tier::Host);
+        salter.rename(&mut off_host);
+        assert!(!held(&salter), "on no tier: forgotten");
+        assert_eq!(salter.names[&w].len(), 1);
+    }
+
+    /// The salted name of the first block of a renamed `Stored` event.
+    fn blocks_parent(event: &Event) -> u64 {
+        match &event.data {
+            EventData::Stored { blocks, .. } => blocks[0].seq_hash,
+            _ => unreachable!(),
+        }
     }
 
     #[test]

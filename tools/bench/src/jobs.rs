@@ -81,6 +81,9 @@ fn sim_config(engine: &EngineArgs, policy: Policy) -> Result<SimConfig, String> 
     if !(engine.decode_ms_per_token >= 0.0 && engine.decode_ms_per_token.is_finite()) {
         return Err("--decode-ms-per-token must be a finite number >= 0".into());
     }
+    if !(0.0..=1.0).contains(&engine.host_weight) {
+        return Err("--host-weight must be between 0 and 1".into());
+    }
     Ok(SimConfig {
         workers: engine.workers(),
         blocks_per_worker: engine.blocks_per_worker(),
@@ -91,13 +94,15 @@ fn sim_config(engine: &EngineArgs, policy: Policy) -> Result<SimConfig, String> 
         router_index: engine.router_index,
         decode_ms_per_token: engine.decode_ms_per_token,
         engine_hash: engine.engine_hash,
+        host_blocks_per_worker: engine.host_blocks_per_worker,
+        host_weight: engine.host_weight,
     })
 }
 
 fn describe_fleet(path: &Path, trace: &[Request], e: &EngineArgs) -> String {
     format!(
         "trace {} ({} requests); {} workers x {} blocks, length factor {}, duplication {}, \
-         decode {} ms/token{}",
+         decode {} ms/token{}{}",
         path.display(),
         trace.len(),
         e.workers(),
@@ -108,6 +113,13 @@ fn describe_fleet(path: &Path, trace: &[Request], e: &EngineArgs) -> String {
         match e.engine_hash {
             EngineHash::Shared => "",
             EngineHash::PerWorker => ", engine hashes salted per worker",
+        },
+        match e.host_blocks_per_worker {
+            0 => String::new(),
+            n => format!(
+                "; host tier of {n} blocks per worker (kv-cost-tiered host weight {})",
+                e.host_weight
+            ),
         }
     )
 }
@@ -123,10 +135,27 @@ struct RoutingRow {
     stored_events: u64,
     removed_events: u64,
     max_worker_requests: u64,
+    /// The host-tier figures (only with a host tier).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    tiers: Option<TierRow>,
+}
+
+/// The host-tier part of a policy's routing quality in `results.json`.
+#[derive(Serialize)]
+struct TierRow {
+    /// Hit blocks found on the GPU / prompt blocks.
+    device_hit_rate: f64,
+    /// Hit blocks reloaded from host memory / prompt blocks.
+    host_hit_rate: f64,
+    device_hit_blocks: u64,
+    host_hit_blocks: u64,
+    /// Blocks offloaded to host memory (host Stored events).
+    offloaded: u64,
 }
 
 impl RoutingRow {
-    fn of(policy: Policy, r: &Routing) -> Self {
+    /// The row of `policy`; with the host-tier figures when `tiers`.
+    fn of(policy: Policy, r: &Routing, tiers: bool) -> Self {
         Self {
             policy: policy.name(),
             hit_rate: r.hit_rate(),
@@ -136,6 +165,13 @@ impl RoutingRow {
             stored_events: r.stored_events,
             removed_events: r.removed_events,
             max_worker_requests: r.max_worker_requests,
+            tiers: tiers.then(|| TierRow {
+                device_hit_rate: r.device_hit_rate(),
+                host_hit_rate: r.host_hit_rate(),
+                device_hit_blocks: r.device_hit_blocks(),
+                host_hit_blocks: r.host_hit_blocks,
+                offloaded: r.offloaded,
+            }),
         }
     }
 }
@@ -153,6 +189,12 @@ struct Fleet {
     seed: u64,
     engine_hash: &'static str,
     replayed_policy: &'static str,
+    /// Blocks of each worker's host tier (absent: no host tier).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_blocks_per_worker: Option<usize>,
+    /// kv-cost-tiered's host weight (absent: no host tier).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_weight: Option<f64>,
 }
 
 /// The routing part of a main-job run.
@@ -160,6 +202,89 @@ struct RoutingResults {
     fleet: Fleet,
     rows: Vec<RoutingRow>,
     notes: Vec<String>,
+    /// With a host tier: the replayed policy's run without it (the single-tier workload).
+    single_tier: Option<RoutingRow>,
+}
+
+/// Simulates `trace` under `policy` and says how long it took.
+fn simulate_policy(
+    trace: &[Request],
+    engine: &EngineArgs,
+    policy: Policy,
+) -> Result<SimOutput, String> {
+    let started = Instant::now();
+    let out = simulate(trace, &sim_config(engine, policy)?);
+    phase(&format!(
+        "simulated {} routing of {} requests in {:.1} s",
+        policy.name(),
+        trace.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(out)
+}
+
+/// The runs of every simulated policy (with the replayed one's output kept whole).
+struct PolicyRuns {
+    routing: Vec<(Policy, Routing)>,
+    chosen: SimOutput,
+    /// The tier-blind and tier-aware kv-cost choices, when both ran.
+    tier_comparison: Option<report::TierComparison>,
+}
+
+/// Simulates every policy of the main job: the tier-blind ones, kv-cost-tiered with a host
+/// tier, and the replayed one.
+fn simulate_policies(trace: &[Request], args: &MainArgs) -> Result<PolicyRuns, String> {
+    let mut policies = Policy::simulated(args.engine.host_blocks_per_worker > 0);
+    if !policies.contains(&args.policy) {
+        policies.push(args.policy);
+    }
+    let mut routing = Vec::new();
+    let mut chosen = None;
+    let mut kv_cost: [Option<(Routing, Vec<u32>)>; 2] = [None, None];
+    for policy in policies {
+        let out = simulate_policy(trace, &args.engine, policy)?;
+        routing.push((policy, out.routing));
+        match policy {
+            Policy::KvCost => kv_cost[0] = Some((out.routing, out.choices.clone())),
+            Policy::KvCostTiered => kv_cost[1] = Some((out.routing, out.choices.clone())),
+            _ => {}
+        }
+        if policy == args.policy {
+            chosen = Some(out);
+        }
+    }
+    let tier_comparison = match (&kv_cost[0], &kv_cost[1]) {
+        (Some(blind), Some(aware)) if args.engine.host_blocks_per_worker > 0 => {
+            Some(report::TierComparison::of(
+                (blind.0, &blind.1),
+                (aware.0, &aware.1),
+                args.engine.host_weight,
+            ))
+        }
+        _ => None,
+    };
+    Ok(PolicyRuns {
+        routing,
+        chosen: chosen.expect("the replayed policy is simulated"),
+        tier_comparison,
+    })
+}
+
+/// With a host tier: the replayed policy simulated without it, its workload written beside
+/// the host-tier one, for the replay's comparison.
+fn single_tier_run(
+    trace: &[Request],
+    args: &MainArgs,
+    dir: &Path,
+) -> Result<(SimOutput, PathBuf), String> {
+    let engine = EngineArgs {
+        host_blocks_per_worker: 0,
+        ..args.engine.clone()
+    };
+    let out = simulate_policy(trace, &engine, args.policy)?;
+    let path = dir.join(format!("workload-{}-single-tier.jsonl", args.policy.name()));
+    write_workload(&path, &out.ops)?;
+    Ok((out, path))
 }
 
 /// `kvidx-bench` with no subcommand.
@@ -172,26 +297,22 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
     if args.engine.quick {
         println!("quick run (--quick): the 400-request sample; replay figures are indicative only");
     }
-    let mut routing = Vec::new();
-    let mut chosen: Option<SimOutput> = None;
-    for policy in Policy::ALL {
-        let started = Instant::now();
-        let out = simulate(&trace, &sim_config(&args.engine, policy)?);
-        phase(&format!(
-            "simulated {} routing of {} requests in {:.1} s",
-            policy.name(),
-            trace.len(),
-            started.elapsed().as_secs_f64()
-        ));
-        routing.push((policy, out.routing));
-        if policy == args.policy {
-            chosen = Some(out);
-        }
+    let host_tier = args.engine.host_blocks_per_worker > 0;
+    let runs = simulate_policies(&trace, args)?;
+    let routing = runs.routing;
+    if host_tier {
+        println!(
+            "\nrouting quality (prefix-cache hit rate = hit blocks / prompt blocks = GPU hit rate \
+             + host hit rate: hit blocks found on the GPU, and reloaded from host memory; \
+             offloaded = blocks the GPU evicted to host memory):"
+        );
+    } else {
+        println!("\nrouting quality (prefix-cache hit rate = hit blocks / prompt blocks):");
     }
-    println!("\nrouting quality (prefix-cache hit rate = hit blocks / prompt blocks):");
-    print!("{}", report::routing_table(&routing));
+    print!("{}", report::routing_table(&routing, host_tier));
     let first = FirstBlock::of(trace.iter().filter_map(|r| r.hash_ids.first().copied()));
-    let notes = report::routing_notes(&routing, first);
+    let mut notes = report::routing_notes(&routing, first);
+    notes.extend(runs.tier_comparison.as_ref().map(report::tier_note));
     for note in &notes {
         println!("{note}");
     }
@@ -206,7 +327,7 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
     std::fs::write(&svg, plot::render_routing(&routing, &title, &picture_notes))
         .map_err(|e| format!("cannot write {}: {e}", svg.display()))?;
     println!("routing plot: {}", svg.display());
-    let chosen = chosen.expect("every policy is simulated");
+    let chosen = runs.chosen;
     let workload = dir.join(format!("workload-{}.jsonl", args.policy.name()));
     write_workload(&workload, &chosen.ops)?;
     println!(
@@ -214,6 +335,19 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
         args.policy.name(),
         workload.display()
     );
+    let single = if host_tier {
+        let (out, single_path) = single_tier_run(&trace, args, &dir)?;
+        println!(
+            "single-tier workload (the same run without a host tier: {} hit rate {:.1}%) \
+             written to {}",
+            args.policy.name(),
+            100.0 * out.routing.hit_rate(),
+            single_path.display()
+        );
+        Some((out, single_path))
+    } else {
+        None
+    };
     let e = &args.engine;
     let routing = RoutingResults {
         fleet: Fleet {
@@ -227,13 +361,31 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
             seed: e.seed,
             engine_hash: e.engine_hash.name(),
             replayed_policy: args.policy.name(),
+            host_blocks_per_worker: host_tier.then_some(e.host_blocks_per_worker),
+            host_weight: host_tier.then_some(e.host_weight),
         },
-        rows: routing.iter().map(|(p, r)| RoutingRow::of(*p, r)).collect(),
+        rows: routing
+            .iter()
+            .map(|(p, r)| RoutingRow::of(*p, r, host_tier))
+            .collect(),
         notes,
+        single_tier: single
+            .as_ref()
+            .map(|(out, _)| RoutingRow::of(args.policy, &out.routing, true)),
     };
+    let main = Replayed {
+        path: &workload,
+        ops: &chosen.ops,
+        label: "host tier",
+    };
+    let compared = single.as_ref().map(|(out, p)| Replayed {
+        path: p,
+        ops: &out.ops,
+        label: "single-tier",
+    });
     replay_and_report(
-        &workload,
-        &chosen.ops,
+        &main,
+        compared.as_ref(),
         &args.replay,
         &dir,
         &meta,
@@ -254,7 +406,11 @@ pub fn generate(args: &GenerateArgs) -> Result<(), String> {
     eprintln!("{}", describe_fleet(&path, &trace, &args.engine));
     let out = simulate(&trace, &sim_config(&args.engine, args.policy)?);
     write_workload(&args.out, &out.ops)?;
-    print!("{}", report::routing_table(&[(args.policy, out.routing)]));
+    let tiers = args.engine.host_blocks_per_worker > 0;
+    print!(
+        "{}",
+        report::routing_table(&[(args.policy, out.routing)], tiers)
+    );
     println!(
         "{}\n{} (worker, block) pairs cached at the end\nwritten to {}",
         report::workload_line(&Counts::of(&out.ops)),
@@ -270,7 +426,12 @@ pub fn replay_file(args: &ReplayArgs) -> Result<(), String> {
     let ops = read_workload(&args.workload)?;
     let dir = out_dir(&args.replay, "replay")?;
     println!("run: {}", meta.line());
-    replay_and_report(&args.workload, &ops, &args.replay, &dir, &meta, None)
+    let main = Replayed {
+        path: &args.workload,
+        ops: &ops,
+        label: "",
+    };
+    replay_and_report(&main, None, &args.replay, &dir, &meta, None)
 }
 
 /// `kvidx-bench measure` (internal): one index, JSON on stdout.
@@ -298,12 +459,21 @@ fn join(values: &[f64]) -> String {
         .join(",")
 }
 
+/// A workload to replay: its file, its operations, and its name in the tables when a run
+/// compares two.
+struct Replayed<'a> {
+    path: &'a Path,
+    ops: &'a [TimedOp],
+    label: &'static str,
+}
+
 /// Measures one index in a child process of this binary, so that its memory figures are its
-/// own (a fresh heap and its own peak RSS).
+/// own (a fresh heap and its own peak RSS). Without `open`, closed loop only.
 fn measure_in_child(
     workload: &Path,
     opts: &ReplayOpts,
     subject: crate::target::Subject,
+    open: bool,
 ) -> Result<SubjectReport, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
     let mut cmd = Command::new(exe);
@@ -314,10 +484,10 @@ fn measure_in_child(
         .args(["--event-threads", &opts.event_threads.to_string()])
         .args(["--query-threads", &opts.query_threads.to_string()])
         .args(["--repeat", &opts.repeat.to_string()]);
-    if !opts.fractions.is_empty() {
+    if open && !opts.fractions.is_empty() {
         cmd.args(["--fractions", &join(&opts.fractions)]);
     }
-    if !opts.rates.is_empty() {
+    if open && !opts.rates.is_empty() {
         cmd.args(["--rates", &join(&opts.rates)]);
     }
     let out = cmd
@@ -334,6 +504,49 @@ fn measure_in_child(
     serde_json::from_slice(&out.stdout).map_err(|e| format!("bad measure output: {e}"))
 }
 
+/// Measures one index on one workload (in a child process unless `--in-process`); without
+/// `open`, closed loop only.
+fn measure_one(
+    workload: &Replayed,
+    opts: &ReplayOpts,
+    subject: crate::target::Subject,
+    open: bool,
+) -> Result<SubjectReport, String> {
+    let started = Instant::now();
+    let r = if opts.in_process {
+        let plan = Plan {
+            fractions: if open { opts.fractions.clone() } else { vec![] },
+            rates: if open { opts.rates.clone() } else { vec![] },
+            repeat: opts.repeat,
+        };
+        let threads = Threads {
+            events: opts.event_threads,
+            queries: opts.query_threads,
+        };
+        replay::measure(workload.ops, subject, threads, &plan)
+    } else {
+        measure_in_child(workload.path, opts, subject, open)?
+    };
+    let on = if workload.label.is_empty() {
+        String::new()
+    } else {
+        format!(" on the {} workload", workload.label)
+    };
+    phase(&format!(
+        "measured {}{on} ({} closed-loop run(s){}, {} open-loop) in {:.1} s",
+        subject.name(),
+        opts.repeat.max(1),
+        if r.tiered.is_some() {
+            " with find_matches, as many with find_matches_tiered"
+        } else {
+            ""
+        },
+        r.open.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(r)
+}
+
 /// Everything `results.json` holds.
 #[derive(Serialize)]
 struct Results<'a> {
@@ -342,7 +555,14 @@ struct Results<'a> {
     fleet: Option<&'a Fleet>,
     routing: Vec<&'a RoutingRow>,
     routing_notes: &'a [String],
+    /// With a host tier: the replayed policy's routing without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    single_tier_routing: Option<&'a RoutingRow>,
     workload: WorkloadInfo,
+    /// With a host tier: the single-tier workload replayed beside `workload` (its indexes
+    /// carry `"workload": "single-tier"`, the others `"host tier"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compared_workload: Option<WorkloadInfo>,
     replay: ReplayInfo,
     /// Why the figures are only indicative; `None` when the runs were long enough.
     indicative: Option<String>,
@@ -358,6 +578,29 @@ struct WorkloadInfo {
     cleared: u64,
     matches: u64,
     block_ops: u64,
+    /// Events naming a storage tier (absent when none does).
+    #[serde(skip_serializing_if = "is_zero")]
+    tiered_events: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl WorkloadInfo {
+    fn of(workload: &Replayed) -> Self {
+        let counts = Counts::of(workload.ops);
+        WorkloadInfo {
+            path: workload.path.display().to_string(),
+            ops: counts.ops(),
+            stored: counts.stored,
+            removed: counts.removed,
+            cleared: counts.cleared,
+            matches: counts.matches,
+            block_ops: counts.block_ops,
+            tiered_events: counts.tiered,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -370,9 +613,102 @@ struct ReplayInfo {
     rates: Vec<f64>,
 }
 
-fn replay_and_report(
+/// Prints the untimed answer cross-check of the workload.
+fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
+    let Some(a) = crate::agree::check(ops, subjects) else {
+        return;
+    };
+    let line = |differ: &[(&str, u64)]| {
+        differ
+            .iter()
+            .map(|(name, n)| format!("{name} {n}/{}", a.queries))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "answers that differ from {} (untimed, in order): {}",
+        a.against,
+        line(&a.differ)
+    );
+    if !a.differ_tiered.is_empty() {
+        println!(
+            "tiered answers (find_matches_tiered) that differ from {}: {}",
+            a.against,
+            line(&a.differ_tiered)
+        );
+    }
+}
+
+/// Measures every subject on the workload, and on the compared workload first when there is
+/// one (closed loop only there), one subject after the other.
+fn measure_all(
+    main: &Replayed,
+    compared: Option<&Replayed>,
+    opts: &ReplayOpts,
+) -> Result<Vec<SubjectReport>, String> {
+    let mut reports = Vec::new();
+    for &subject in &opts.subjects {
+        if let Some(c) = compared {
+            let mut r = measure_one(c, opts, subject, false)?;
+            r.workload = Some(c.label.to_string());
+            reports.push(r);
+        }
+        let mut r = measure_one(main, opts, subject, true)?;
+        if compared.is_some() {
+            r.workload = Some(main.label.to_string());
+        }
+        reports.push(r);
+    }
+    Ok(reports)
+}
+
+/// Prints the closed-loop tables (and the tiered one when measured), the open-loop table
+/// and writes the plot of the main workload's reports.
+fn print_tables(
+    reports: &[SubjectReport],
+    main_label: Option<&str>,
     workload: &Path,
-    ops: &[TimedOp],
+    dir: &Path,
+    meta: &RunMeta,
+) -> Result<(), String> {
+    println!(
+        "\nclosed loop, side by side (find = find_matches service time under concurrent ingest):"
+    );
+    print!("{}", report::closed_table(reports));
+    if reports.iter().any(|r| r.tiered.is_some()) {
+        println!(
+            "\nclosed loop with find_matches_tiered queries{} (tiered = its service time under \
+             the same concurrent ingest; find = find_matches, from the table above):",
+            main_label.map_or(String::new(), |l| format!(", {l} workload"))
+        );
+        print!("{}", report::tiered_table(reports));
+    }
+    let main: Vec<SubjectReport> = reports
+        .iter()
+        .filter(|r| r.workload.as_deref() == main_label)
+        .cloned()
+        .collect();
+    if main.iter().any(|r| !r.open.is_empty()) {
+        println!("\nopen loop:");
+        print!("{}", report::open_table(&main));
+        let svg = dir.join("replay.svg");
+        let title = format!(
+            "kvidx replay: {} (commit {}, {} x {} cores)",
+            file_name(workload),
+            meta.commit,
+            meta.machine.cpu,
+            meta.machine.cores
+        );
+        std::fs::write(&svg, plot::render(&main, &title))
+            .map_err(|e| format!("cannot write {}: {e}", svg.display()))?;
+        println!("plot: {}", svg.display());
+    }
+    Ok(())
+}
+
+fn replay_and_report(
+    main: &Replayed,
+    compared: Option<&Replayed>,
     opts: &ReplayOpts,
     dir: &Path,
     meta: &RunMeta,
@@ -381,8 +717,14 @@ fn replay_and_report(
     if opts.subjects.is_empty() {
         return Err("--subjects is empty".into());
     }
-    let counts = Counts::of(ops);
-    println!("\nreplay: {}", report::workload_line(&counts));
+    println!("\nreplay: {}", report::workload_line(&Counts::of(main.ops)));
+    if let Some(c) = compared {
+        println!(
+            "compared with the {} workload (closed loop only): {}",
+            c.label,
+            report::workload_line(&Counts::of(c.ops))
+        );
+    }
     println!(
         "{} event thread(s), {} query thread(s); {}; throughput counts events once applied \
          (final flush included)",
@@ -394,63 +736,10 @@ fn replay_and_report(
             "one child process per index (memory = its own RSS delta, peak = its own VmHWM)"
         }
     );
-    if let Some(a) = crate::agree::check(ops, &opts.subjects) {
-        let parts: Vec<String> = a
-            .differ
-            .iter()
-            .map(|(name, n)| format!("{name} {n}/{}", a.queries))
-            .collect();
-        println!(
-            "answers that differ from {} (untimed, in order): {}",
-            a.against,
-            parts.join(", ")
-        );
-    }
-    let threads = Threads {
-        events: opts.event_threads,
-        queries: opts.query_threads,
-    };
-    let mut reports = Vec::new();
-    for &subject in &opts.subjects {
-        let started = Instant::now();
-        let r = if opts.in_process {
-            let plan = Plan {
-                fractions: opts.fractions.clone(),
-                rates: opts.rates.clone(),
-                repeat: opts.repeat,
-            };
-            replay::measure(ops, subject, threads, &plan)
-        } else {
-            measure_in_child(workload, opts, subject)?
-        };
-        phase(&format!(
-            "measured {} ({} closed-loop run(s), {} open-loop) in {:.1} s",
-            subject.name(),
-            opts.repeat.max(1),
-            r.open.len(),
-            started.elapsed().as_secs_f64()
-        ));
-        reports.push(r);
-    }
-    println!(
-        "\nclosed loop, side by side (find = find_matches service time under concurrent ingest):"
-    );
-    print!("{}", report::closed_table(&reports));
-    if reports.iter().any(|r| !r.open.is_empty()) {
-        println!("\nopen loop:");
-        print!("{}", report::open_table(&reports));
-        let svg = dir.join("replay.svg");
-        let title = format!(
-            "kvidx replay: {} (commit {}, {} x {} cores)",
-            file_name(workload),
-            meta.commit,
-            meta.machine.cpu,
-            meta.machine.cores
-        );
-        std::fs::write(&svg, plot::render(&reports, &title))
-            .map_err(|e| format!("cannot write {}: {e}", svg.display()))?;
-        println!("plot: {}", svg.display());
-    }
+    print_agreement(main.ops, &opts.subjects);
+    let reports = measure_all(main, compared, opts)?;
+    let main_label = compared.map(|_| main.label);
+    print_tables(&reports, main_label, main.path, dir, meta)?;
     let indicative = report::indicative_reason(&reports);
     match &indicative {
         Some(why) => println!("figures are INDICATIVE only: {why}"),
@@ -471,15 +760,9 @@ fn replay_and_report(
         fleet: routing.as_ref().map(|r| &r.fleet),
         routing: routing.iter().flat_map(|r| r.rows.iter()).collect(),
         routing_notes: routing.as_ref().map_or(&[], |r| r.notes.as_slice()),
-        workload: WorkloadInfo {
-            path: workload.display().to_string(),
-            ops: counts.ops(),
-            stored: counts.stored,
-            removed: counts.removed,
-            cleared: counts.cleared,
-            matches: counts.matches,
-            block_ops: counts.block_ops,
-        },
+        single_tier_routing: routing.as_ref().and_then(|r| r.single_tier.as_ref()),
+        workload: WorkloadInfo::of(main),
+        compared_workload: compared.map(WorkloadInfo::of),
         replay: ReplayInfo {
             event_threads: opts.event_threads,
             query_threads: opts.query_threads,
@@ -496,8 +779,12 @@ fn replay_and_report(
     println!("figures: {}", json.display());
     for r in &reports {
         if r.memory.rejected > 0 || r.memory.unknown_removals > 0 {
+            let on = r
+                .workload
+                .as_ref()
+                .map_or(String::new(), |w| format!(" ({w} workload)"));
             println!(
-                "note: {} rejected {} events and saw {} unknown removals",
+                "note: {}{on} rejected {} events and saw {} unknown removals",
                 r.name, r.memory.rejected, r.memory.unknown_removals
             );
         }
@@ -537,5 +824,98 @@ mod tests {
         let given = out_dir(&opts(Some(tmp.path().join("x"))), "main").unwrap();
         assert!(given.ends_with("x") && given.is_dir());
         assert!(full_trace_path().is_file() && sample_trace_path().is_file());
+    }
+
+    /// Runs the main job on the first 100 sample requests (4 workers, in process) with
+    /// `extra` arguments; returns its results.json.
+    fn small_main_job(extra: &[&str]) -> serde_json::Value {
+        use clap::Parser;
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().to_str().unwrap();
+        let mut argv = vec![
+            "kvidx-bench",
+            "--quick",
+            "--limit",
+            "100",
+            "--workers",
+            "4",
+            "--blocks-per-worker",
+            "300",
+            "--subjects",
+            "positional",
+            "--repeat",
+            "1",
+            "--fractions",
+            "1",
+            "--in-process",
+            "--out-dir",
+            out,
+        ];
+        argv.extend(extra);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        main_job(&cli.main).unwrap();
+        let text = std::fs::read_to_string(tmp.path().join("results.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn main_job_with_a_host_tier_reports_both_tiers_and_both_workloads() {
+        let r = small_main_job(&["--host-blocks-per-worker", "300"]);
+        let policies: Vec<&str> = r["routing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["policy"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            policies,
+            [
+                "random",
+                "round-robin",
+                "kv-aware",
+                "kv-cost",
+                "kv-cost-tiered"
+            ]
+        );
+        for p in r["routing"].as_array().unwrap() {
+            let (all, gpu, host) = (
+                p["hit_rate"].as_f64().unwrap(),
+                p["device_hit_rate"].as_f64().unwrap(),
+                p["host_hit_rate"].as_f64().unwrap(),
+            );
+            assert!((gpu + host - all).abs() < 1e-9, "{p}");
+        }
+        assert_eq!(r["fleet"]["host_blocks_per_worker"], 300);
+        assert_eq!(r["fleet"]["host_weight"], 0.8);
+        assert_eq!(r["single_tier_routing"]["policy"], "kv-cost");
+        assert_eq!(r["single_tier_routing"]["host_hit_blocks"], 0);
+        assert!(r["workload"]["tiered_events"].as_u64().unwrap() > 0);
+        assert!(r["compared_workload"]["tiered_events"].is_null());
+        let indexes = r["indexes"].as_array().unwrap();
+        assert_eq!(indexes.len(), 2);
+        assert_eq!(indexes[0]["workload"], "single-tier");
+        assert!(indexes[0]["tiered"].is_null() && indexes[0]["open"] == serde_json::json!([]));
+        assert_eq!(indexes[1]["workload"], "host tier");
+        assert_eq!(indexes[1]["tiered"]["queries"], 100);
+        assert_eq!(indexes[1]["open"].as_array().unwrap().len(), 1);
+        for i in indexes {
+            assert_eq!(i["memory"]["rejected"], 0);
+            assert_eq!(i["memory"]["unknown_removals"], 0);
+        }
+    }
+
+    #[test]
+    fn main_job_without_a_host_tier_reports_as_before() {
+        let r = small_main_job(&[]);
+        assert_eq!(r["routing"].as_array().unwrap().len(), 4);
+        assert!(r["routing"][3]["device_hit_rate"].is_null());
+        for key in ["single_tier_routing", "compared_workload"] {
+            assert!(r[key].is_null(), "{key}");
+        }
+        assert!(r["fleet"]["host_blocks_per_worker"].is_null());
+        assert!(r["workload"]["tiered_events"].is_null());
+        let indexes = r["indexes"].as_array().unwrap();
+        assert_eq!(indexes.len(), 1);
+        assert!(indexes[0]["workload"].is_null() && indexes[0]["tiered"].is_null());
     }
 }

@@ -6,6 +6,7 @@ mod block_pool;
 mod chain;
 mod cli;
 mod engine_hash;
+mod host_pool;
 mod jobs;
 mod meta;
 #[cfg(feature = "peer")]

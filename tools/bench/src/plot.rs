@@ -291,7 +291,7 @@ pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String])
         let color = COLORS[i % COLORS.len()];
         let _ = write!(
             svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><rect x="{BAR_LEFT}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{color}"/><text x="{:.1}" y="{:.1}">{:.1}%: {} of {} blocks hit; {} evictions; busiest worker {} of {} requests</text>"#,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text><rect x="{BAR_LEFT}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{color}"/><text x="{:.1}" y="{:.1}">{:.1}%: {} of {} blocks hit{}; {} evictions; busiest worker {} of {} requests</text>"#,
             BAR_LEFT - 8.0,
             y + ROW_H / 2.0 + 4.0,
             policy.name(),
@@ -302,6 +302,7 @@ pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String])
             100.0 * r.hit_rate(),
             r.hit_blocks,
             r.prompt_blocks,
+            from_host(r),
             r.removed_events,
             r.max_worker_requests,
             r.requests
@@ -317,6 +318,19 @@ pub fn render_routing(rows: &[(Policy, Routing)], title: &str, notes: &[String])
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// The host part of a routing bar's label: empty without host hits.
+fn from_host(r: &Routing) -> String {
+    if r.host_hit_blocks == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({:.1}% on the GPU, {} blocks from host memory)",
+            100.0 * r.device_hit_rate(),
+            r.host_hit_blocks
+        )
+    }
 }
 
 /// A power of ten with a unit per factor of 1000: `decade(1e4, ["", "k"])` is "10k".
@@ -379,6 +393,8 @@ mod tests {
             peak_rss: 0,
             closed: run(None, 0.001),
             open: vec![run(Some(1e5), 0.01), run(Some(1e6), 0.002)],
+            tiered: None,
+            workload: None,
         };
         let svg = render(&[report.clone(), report], "t & t");
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
@@ -396,6 +412,7 @@ mod tests {
             stored_events: 1,
             removed_events: 2,
             max_worker_requests: 3,
+            ..Routing::default()
         };
         let rows = [(Policy::Random, r(4)), (Policy::KvCost, r(31))];
         let long = "word ".repeat(60);

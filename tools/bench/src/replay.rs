@@ -9,6 +9,9 @@
 //!   threads; queries are handed to `Q` query threads, each timing every `find_matches`
 //!   call (service time) into an HDR histogram, so queries run while events are applied.
 //! - Memory is measured in a separate, untimed pass (see [`measure_memory`]).
+//! - A workload with tiered events (a host tier) is also run with `find_matches_tiered`
+//!   queries instead ([`Queries::Tiered`]), closed loop, so the cost of tiered lookups is
+//!   measured under the same ingest.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +33,15 @@ pub enum Load {
     Closed,
     /// At a fixed offered rate, in operations per second.
     Open(f64),
+}
+
+/// Which query the query threads time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queries {
+    /// `find_matches`.
+    Plain,
+    /// `find_matches_tiered` (the depth per storage tier).
+    Tiered,
 }
 
 /// Thread counts of a replay.
@@ -142,8 +154,46 @@ fn wait_until(start: Instant, due: Duration) {
     }
 }
 
-/// One timed run of a workload against a fresh index.
-pub fn run(ops: &[TimedOp], subject: Subject, threads: Threads, load: Load) -> RunResult {
+/// A query thread: answers every query it receives with `queries`, timing each call.
+fn answer_queries(
+    rx: crossbeam_channel::Receiver<Vec<u64>>,
+    target: &dyn Target,
+    queries: Queries,
+) -> Histogram<u64> {
+    let mut hist = new_histogram();
+    let mut record = |t0: Instant| {
+        let ns = t0.elapsed().as_nanos() as u64;
+        hist.record(ns.max(1)).expect("in histogram range");
+    };
+    match queries {
+        Queries::Plain => {
+            let mut out = Vec::new();
+            for query in rx {
+                let t0 = Instant::now();
+                target.find_matches_into(&query, &mut out);
+                record(t0);
+            }
+        }
+        Queries::Tiered => {
+            let mut out = Vec::new();
+            for query in rx {
+                let t0 = Instant::now();
+                target.find_matches_tiered_into(&query, &mut out);
+                record(t0);
+            }
+        }
+    }
+    hist
+}
+
+/// One timed run of a workload against a fresh index, its queries answered by `queries`.
+pub fn run(
+    ops: &[TimedOp],
+    subject: Subject,
+    threads: Threads,
+    load: Load,
+    queries: Queries,
+) -> RunResult {
     let counts = Counts::of(ops);
     let ready: Vec<Ready> = ops
         .iter()
@@ -158,23 +208,14 @@ pub fn run(ops: &[TimedOp], subject: Subject, threads: Threads, load: Load) -> R
         .map(|_| {
             let rx = qrx.clone();
             let target = Arc::clone(&target);
-            std::thread::spawn(move || {
-                let mut hist = new_histogram();
-                let mut out = Vec::new();
-                for query in rx {
-                    let t0 = Instant::now();
-                    target.find_matches_into(&query, &mut out);
-                    let ns = t0.elapsed().as_nanos() as u64;
-                    hist.record(ns.max(1)).expect("in histogram range");
-                }
-                hist
-            })
+            std::thread::spawn(move || answer_queries(rx, target.as_ref(), queries))
         })
         .collect();
     drop(qrx);
-    let label = match load {
-        Load::Closed => format!("{} closed", subject.name()),
-        Load::Open(r) => format!("{} @{:.0}/s", subject.name(), r),
+    let label = match (load, queries) {
+        (Load::Closed, Queries::Plain) => format!("{} closed", subject.name()),
+        (Load::Closed, Queries::Tiered) => format!("{} closed, tiered", subject.name()),
+        (Load::Open(r), _) => format!("{} @{:.0}/s", subject.name(), r),
     };
     let bar = progress::bar(ready.len() as u64, &label);
     let start = Instant::now();
@@ -228,6 +269,13 @@ pub struct SubjectReport {
     pub closed: RunResult,
     /// Open-loop runs, by increasing offered rate.
     pub open: Vec<RunResult>,
+    /// The closed-loop run with `find_matches_tiered` queries (the median of as many runs as
+    /// the plain closed loop): only for a workload with tiered events, on kvidx's indexes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiered: Option<RunResult>,
+    /// Which workload this is, when a run compares two (`"single-tier"`, `"host tier"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
 
 /// What to run for each index besides the memory pass.
@@ -241,15 +289,30 @@ pub struct Plan {
     pub repeat: usize,
 }
 
-/// Measures one index: memory pass, closed loop (`plan.repeat` times, keeping the median
-/// run), then open loop at each fraction of that closed-loop rate and at each absolute rate.
-pub fn measure(ops: &[TimedOp], subject: Subject, threads: Threads, plan: &Plan) -> SubjectReport {
-    let memory = measure_memory(ops, subject, threads);
-    let mut closed: Vec<RunResult> = (0..plan.repeat.max(1))
-        .map(|_| run(ops, subject, threads, Load::Closed))
+/// `repeat` closed-loop runs; the median by throughput.
+fn median_closed(
+    ops: &[TimedOp],
+    subject: Subject,
+    threads: Threads,
+    repeat: usize,
+    queries: Queries,
+) -> RunResult {
+    let mut closed: Vec<RunResult> = (0..repeat.max(1))
+        .map(|_| run(ops, subject, threads, Load::Closed, queries))
         .collect();
     closed.sort_by(|a, b| a.ops_per_s().total_cmp(&b.ops_per_s()));
-    let closed = closed[closed.len() / 2];
+    closed[closed.len() / 2]
+}
+
+/// Measures one index: memory pass, closed loop (`plan.repeat` times, keeping the median
+/// run), then, for a workload with tiered events on an index that answers tiered queries,
+/// the closed loop again with `find_matches_tiered` queries, then open loop at each
+/// fraction of the plain closed-loop rate and at each absolute rate.
+pub fn measure(ops: &[TimedOp], subject: Subject, threads: Threads, plan: &Plan) -> SubjectReport {
+    let memory = measure_memory(ops, subject, threads);
+    let closed = median_closed(ops, subject, threads, plan.repeat, Queries::Plain);
+    let tiered = (Counts::of(ops).tiered > 0 && subject.answers_tiers())
+        .then(|| median_closed(ops, subject, threads, plan.repeat, Queries::Tiered));
     let mut offered: Vec<f64> = plan
         .fractions
         .iter()
@@ -260,7 +323,7 @@ pub fn measure(ops: &[TimedOp], subject: Subject, threads: Threads, plan: &Plan)
     offered.sort_by(f64::total_cmp);
     let open = offered
         .into_iter()
-        .map(|r| run(ops, subject, threads, Load::Open(r)))
+        .map(|r| run(ops, subject, threads, Load::Open(r), Queries::Plain))
         .collect();
     SubjectReport {
         name: subject.name().to_string(),
@@ -268,6 +331,8 @@ pub fn measure(ops: &[TimedOp], subject: Subject, threads: Threads, plan: &Plan)
         peak_rss: rss::peak(),
         closed,
         open,
+        tiered,
+        workload: None,
     }
 }
 
@@ -302,7 +367,7 @@ mod tests {
     #[test]
     fn closed_loop_counts_every_operation_and_query() {
         for subject in [Subject::Positional, Subject::Radix, Subject::Baseline] {
-            let r = run(&tiny(), subject, ONE_EACH, Load::Closed);
+            let r = run(&tiny(), subject, ONE_EACH, Load::Closed, Queries::Plain);
             assert_eq!(
                 (r.ops, r.block_ops, r.queries),
                 (8, 8, 4),
@@ -316,7 +381,13 @@ mod tests {
     #[test]
     fn open_loop_keeps_the_offered_pace() {
         // 8 operations at 200/s: the last is issued 35 ms after the first.
-        let r = run(&tiny(), Subject::Radix, ONE_EACH, Load::Open(200.0));
+        let r = run(
+            &tiny(),
+            Subject::Radix,
+            ONE_EACH,
+            Load::Open(200.0),
+            Queries::Plain,
+        );
         assert!(r.seconds >= 0.035, "took {} s", r.seconds);
         assert_eq!(r.offered, Some(200.0));
     }
@@ -342,5 +413,55 @@ mod tests {
         assert_eq!(report.open.len(), 2);
         assert!(report.open[0].offered <= report.open[1].offered);
         assert!(report.peak_rss > 0);
+    }
+
+    /// One worker's chain, a query, its tail moved to host memory, the query again.
+    fn tiered() -> Vec<TimedOp> {
+        let w = Worker::new(0, 0);
+        let blocks = vec![Block::new(1, 11), Block::new(2, 12)];
+        [
+            Op::Event(Event::stored(w, 0, None, blocks.clone())),
+            Op::Match(vec![1, 2]),
+            Op::Event(Event::stored_on(
+                w,
+                1,
+                Some(11),
+                vec![blocks[1]],
+                kvidx::Tier::Host,
+            )),
+            Op::Event(Event::removed_from(w, 2, vec![12], kvidx::Tier::Device)),
+            Op::Match(vec![1, 2]),
+        ]
+        .into_iter()
+        .map(|op| TimedOp { t: 0, op })
+        .collect()
+    }
+
+    #[test]
+    fn tiered_workloads_also_time_tiered_queries() {
+        let plan = Plan {
+            fractions: vec![],
+            rates: vec![],
+            repeat: 1,
+        };
+        for subject in [Subject::Positional, Subject::Radix, Subject::Baseline] {
+            let r = measure(&tiered(), subject, ONE_EACH, &plan);
+            let t = r.tiered.expect("a tiered run");
+            assert_eq!((t.ops, t.queries, t.offered), (5, 2, None));
+            assert_eq!(r.closed.queries, 2);
+            assert!(r.open.is_empty() && r.workload.is_none());
+        }
+        let r = run(
+            &tiered(),
+            Subject::Positional,
+            ONE_EACH,
+            Load::Closed,
+            Queries::Tiered,
+        );
+        assert!(r.p50_ns <= r.max_ns);
+        // No tiered events: no tiered run.
+        assert!(measure(&tiny(), Subject::Radix, ONE_EACH, &plan)
+            .tiered
+            .is_none());
     }
 }

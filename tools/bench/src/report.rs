@@ -62,24 +62,53 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The routing-quality table: one row per policy.
-pub fn routing_table(rows: &[(Policy, Routing)]) -> String {
+/// A share as a percentage with one decimal.
+fn percent(v: f64) -> String {
+    format!("{:.1}%", 100.0 * v)
+}
+
+/// The routing-quality table: one row per policy. With `tiers` (a host tier), the hit rate
+/// is split into GPU and host hit rates, and blocks offloaded to host memory are shown.
+pub fn routing_table(rows: &[(Policy, Routing)], tiers: bool) -> String {
     let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|(p, r)| {
-            vec![
-                p.name().to_string(),
-                format!("{:.1}%", 100.0 * r.hit_rate()),
-                r.hit_blocks.to_string(),
-                r.prompt_blocks.to_string(),
+            let mut row = vec![p.name().to_string(), percent(r.hit_rate())];
+            if tiers {
+                row.extend([percent(r.device_hit_rate()), percent(r.host_hit_rate())]);
+            }
+            row.extend([r.hit_blocks.to_string(), r.prompt_blocks.to_string()]);
+            if tiers {
+                row.push(r.host_hit_blocks.to_string());
+            }
+            row.extend([
                 r.requests.to_string(),
                 r.stored_events.to_string(),
                 r.removed_events.to_string(),
-                r.max_worker_requests.to_string(),
-            ]
+            ]);
+            if tiers {
+                row.push(r.offloaded.to_string());
+            }
+            row.push(r.max_worker_requests.to_string());
+            row
         })
         .collect();
-    table(
+    let header: &[&str] = if tiers {
+        &[
+            "policy",
+            "hit rate",
+            "GPU hit rate",
+            "host hit rate",
+            "hit blocks",
+            "prompt blocks",
+            "host hit blocks",
+            "requests",
+            "stored",
+            "removed",
+            "offloaded",
+            "busiest worker",
+        ]
+    } else {
         &[
             "policy",
             "hit rate",
@@ -89,8 +118,81 @@ pub fn routing_table(rows: &[(Policy, Routing)]) -> String {
             "stored",
             "removed",
             "busiest worker",
-        ],
-        &rows,
+        ]
+    };
+    table(header, &rows)
+}
+
+/// How the tier-aware and the tier-blind kv-cost policies routed the same trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TierComparison {
+    /// The tier-blind `kv-cost` run.
+    pub blind: Routing,
+    /// The tier-aware `kv-cost-tiered` run.
+    pub aware: Routing,
+    /// Requests the two sent to different workers.
+    pub differ: u64,
+    /// The host weight of the tier-aware policy.
+    pub host_weight: f64,
+}
+
+impl TierComparison {
+    /// Compares the two runs' choices (one worker per request, in order).
+    pub fn of(
+        blind: (Routing, &[u32]),
+        aware: (Routing, &[u32]),
+        host_weight: f64,
+    ) -> TierComparison {
+        let differ = blind.1.iter().zip(aware.1).filter(|(a, b)| a != b).count();
+        TierComparison {
+            blind: blind.0,
+            aware: aware.0,
+            differ: differ as u64,
+            host_weight,
+        }
+    }
+}
+
+/// The line comparing tier-aware and tier-blind routing: how many requests they routed
+/// differently, with their GPU and host hit rates; when they routed identically, why.
+pub fn tier_note(c: &TierComparison) -> String {
+    let rates = |r: &Routing| {
+        format!(
+            "{} = GPU {} + host {}",
+            percent(r.hit_rate()),
+            percent(r.device_hit_rate()),
+            percent(r.host_hit_rate())
+        )
+    };
+    if c.differ > 0 {
+        return format!(
+            "tier-aware vs tier-blind: kv-cost-tiered (host weight {}) routed {} of {} \
+             requests differently from kv-cost; hit rate {} against {}.",
+            c.host_weight,
+            c.differ,
+            c.aware.requests,
+            rates(&c.aware),
+            rates(&c.blind)
+        );
+    }
+    let why = if c.host_weight == 1.0 {
+        "the host weight is 1, so a block in host memory scores as one on the GPU and the \
+         tiered score equals the plain depth"
+            .to_string()
+    } else if c.blind.offloaded == 0 {
+        "no GPU pool evicted a block, so nothing reached host memory and every tiered score \
+         equals the plain depth"
+            .to_string()
+    } else {
+        format!(
+            "weighing host blocks {} instead of 1 never changed which worker was cheapest \
+             ({} of kv-cost's {} hit blocks came from host memory)",
+            c.host_weight, c.blind.host_hit_blocks, c.blind.hit_blocks
+        )
+    };
+    format!(
+        "note: kv-cost-tiered routed every request as kv-cost did (hit rate {}): {why}.",
+        rates(&c.aware)
     )
 }
 
@@ -190,7 +292,7 @@ pub fn indicative_reason(reports: &[SubjectReport]) -> Option<String> {
 
 /// A one-line description of a workload.
 pub fn workload_line(c: &Counts) -> String {
-    format!(
+    let mut line = format!(
         "{} ops: {} stored, {} removed, {} cleared events, {} match queries; {} block ops",
         c.ops(),
         c.stored,
@@ -198,17 +300,26 @@ pub fn workload_line(c: &Counts) -> String {
         c.cleared,
         c.matches,
         c.block_ops
-    )
+    );
+    if c.tiered > 0 {
+        let _ = write!(line, "; {} events name a storage tier", c.tiered);
+    }
+    line
 }
 
-/// The side-by-side closed-loop table: one row per index.
+/// The side-by-side closed-loop table: one row per index (and workload, with a `workload`
+/// column, when the reports compare workloads).
 pub fn closed_table(reports: &[SubjectReport]) -> String {
+    let by_workload = reports.iter().any(|r| r.workload.is_some());
     let rows: Vec<Vec<String>> = reports
         .iter()
         .map(|r| {
             let c = &r.closed;
-            vec![
-                r.name.clone(),
+            let mut row = vec![r.name.clone()];
+            if by_workload {
+                row.push(r.workload.clone().unwrap_or_default());
+            }
+            row.extend([
                 rate(c.ops_per_s()),
                 rate(c.block_ops_per_s()),
                 format!("{:.3} s", c.seconds),
@@ -219,22 +330,59 @@ pub fn closed_table(reports: &[SubjectReport]) -> String {
                 r.memory.worker_blocks.to_string(),
                 bytes(r.peak_rss),
                 format!("{}/{}", r.memory.rejected, r.memory.unknown_removals),
-            ]
+            ]);
+            row
+        })
+        .collect();
+    let mut header = vec!["index"];
+    if by_workload {
+        header.push("workload");
+    }
+    header.extend([
+        "ops/s",
+        "block ops/s",
+        "time",
+        "find p50",
+        "find p99",
+        "find p99.9",
+        "B/(w,blk)",
+        "held (w,blk)",
+        "peak RSS",
+        "rej/unk",
+    ]);
+    table(&header, &rows)
+}
+
+/// The closed-loop table of tiered queries: one row per index measured with
+/// `find_matches_tiered` (a workload with tiered events), beside its plain `find_matches`
+/// figures on the same workload.
+pub fn tiered_table(reports: &[SubjectReport]) -> String {
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .filter_map(|r| {
+            let t = r.tiered.as_ref()?;
+            Some(vec![
+                r.name.clone(),
+                rate(t.ops_per_s()),
+                format!("{:.3} s", t.seconds),
+                ns(t.p50_ns),
+                ns(t.p99_ns),
+                ns(t.p999_ns),
+                ns(r.closed.p50_ns),
+                ns(r.closed.p99_ns),
+            ])
         })
         .collect();
     table(
         &[
             "index",
             "ops/s",
-            "block ops/s",
             "time",
+            "tiered p50",
+            "tiered p99",
+            "tiered p99.9",
             "find p50",
             "find p99",
-            "find p99.9",
-            "B/(w,blk)",
-            "held (w,blk)",
-            "peak RSS",
-            "rej/unk",
         ],
         &rows,
     )
@@ -290,7 +438,131 @@ mod tests {
             stored_events: 10,
             removed_events: removed,
             max_worker_requests: busiest,
+            ..Routing::default()
         }
+    }
+
+    #[test]
+    fn routing_table_splits_hits_by_tier_only_with_a_host_tier() {
+        let r = Routing {
+            host_hit_blocks: 100,
+            offloaded: 7,
+            ..routing(300, 150, 9)
+        };
+        let plain = routing_table(&[(Policy::KvCost, r)], false);
+        assert!(
+            plain.starts_with("policy   hit rate  hit blocks"),
+            "{plain}"
+        );
+        assert!(!plain.contains("GPU"));
+        let tiered = routing_table(&[(Policy::KvCostTiered, r)], true);
+        let header = tiered.lines().next().unwrap();
+        assert!(header.contains("GPU hit rate  host hit rate"), "{tiered}");
+        assert!(header.contains("host hit blocks") && header.contains("offloaded"));
+        let row: Vec<&str> = tiered.lines().nth(2).unwrap().split_whitespace().collect();
+        assert_eq!(
+            row,
+            [
+                "kv-cost-tiered",
+                "30.0%",
+                "20.0%",
+                "10.0%",
+                "300",
+                "1000",
+                "100",
+                "100",
+                "10",
+                "150",
+                "7",
+                "9"
+            ]
+        );
+    }
+
+    #[test]
+    fn tier_comparison_says_how_many_requests_differ_or_why_none() {
+        let blind = Routing {
+            host_hit_blocks: 40,
+            offloaded: 50,
+            ..routing(300, 150, 9)
+        };
+        let aware = Routing {
+            host_hit_blocks: 20,
+            ..blind
+        };
+        let c = TierComparison::of((blind, &[0, 1, 2, 3]), (aware, &[0, 1, 3, 3]), 0.8);
+        assert_eq!(c.differ, 1);
+        let note = tier_note(&c);
+        assert!(
+            note.contains("routed 1 of 100 requests differently"),
+            "{note}"
+        );
+        assert!(note.contains("30.0% = GPU 28.0% + host 2.0%"), "{note}");
+        let same = TierComparison::of((blind, &[0, 1]), (blind, &[0, 1]), 0.8);
+        let note = tier_note(&same);
+        assert!(note.starts_with("note: kv-cost-tiered routed every request as kv-cost"));
+        assert!(note.contains("40 of kv-cost's 300 hit blocks"), "{note}");
+        let weight_one = tier_note(&TierComparison {
+            host_weight: 1.0,
+            ..same
+        });
+        assert!(weight_one.contains("the host weight is 1"), "{weight_one}");
+        let no_offload = tier_note(&TierComparison {
+            blind: routing(300, 150, 9),
+            ..same
+        });
+        assert!(
+            no_offload.contains("nothing reached host memory"),
+            "{no_offload}"
+        );
+    }
+
+    #[test]
+    fn replay_tables_show_the_workload_and_the_tiered_queries_when_measured() {
+        use crate::replay::{MemoryResult, RunResult};
+        let run = |p50_ns: u64| RunResult {
+            offered: None,
+            ops: 10,
+            block_ops: 10,
+            seconds: 1.0,
+            p50_ns,
+            p99_ns: p50_ns,
+            p999_ns: p50_ns,
+            max_ns: p50_ns,
+            queries: 1,
+        };
+        let report = |workload: Option<&str>, tiered: Option<RunResult>| SubjectReport {
+            name: "positional".into(),
+            memory: MemoryResult {
+                index_bytes: 0,
+                worker_blocks: 0,
+                rejected: 0,
+                unknown_removals: 0,
+            },
+            peak_rss: 0,
+            closed: run(800),
+            open: vec![],
+            tiered,
+            workload: workload.map(str::to_string),
+        };
+        let plain = closed_table(&[report(None, None)]);
+        assert!(!plain.contains("workload"), "{plain}");
+        let both = [
+            report(Some("single-tier"), None),
+            report(Some("host tier"), Some(run(1500))),
+        ];
+        let table = closed_table(&both);
+        assert!(
+            table.starts_with("index          workload  ops/s"),
+            "{table}"
+        );
+        assert!(table.contains("single-tier") && table.contains("host tier"));
+        let tiered = tiered_table(&both);
+        assert_eq!(tiered.lines().count(), 3, "one row: {tiered}");
+        assert!(
+            tiered.contains("1500 ns") && tiered.contains("800 ns"),
+            "{tiered}"
+        );
     }
 
     #[test]
@@ -317,6 +589,8 @@ mod tests {
                 queries,
             },
             open: vec![],
+            tiered: None,
+            workload: None,
         };
         assert_eq!(indicative_reason(&[report(0.5, 12_031)]), None);
         let why = indicative_reason(&[report(0.5, 12_031), report(0.02, 12_031)]).unwrap();

@@ -3,7 +3,7 @@
 
 use std::cmp::Reverse;
 
-use kvidx::{BackendKind, Block, Config, Event, Indexer, Match};
+use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, TieredMatch, TIERS};
 
 use crate::block_pool::BlockPool;
 use crate::rng::Rng;
@@ -22,17 +22,34 @@ pub enum Policy {
     /// The worker with the least work, counted in blocks: prompt blocks it would have to
     /// compute (prompt minus overlap from the index) plus blocks its running requests hold;
     /// ties at random. A cost model in the style of Dynamo's router (overlap weight 1).
+    /// Tier-blind: a prefix block in host memory counts as one on the GPU.
     KvCost,
+    /// `kv-cost` made tier-aware: the overlap is the index's tiered score
+    /// ([`TieredMatch::score`]), each prefix block weighted by its fastest tier (GPU 1, host
+    /// `--host-weight`), so a block to reload from host memory costs `1 - weight` of a block
+    /// to compute. Routes as `kv-cost` when no block is off the GPU.
+    KvCostTiered,
 }
 
 impl Policy {
-    /// Every policy, in report order.
+    /// Every tier-blind policy, in report order: what the main job simulates without a host
+    /// tier.
     pub const ALL: [Policy; 4] = [
         Policy::Random,
         Policy::RoundRobin,
         Policy::KvAware,
         Policy::KvCost,
     ];
+
+    /// The policies the main job simulates: [`Policy::ALL`], and the tier-aware
+    /// `kv-cost-tiered` too when the workers have a host tier.
+    pub fn simulated(host_tier: bool) -> Vec<Policy> {
+        let mut all = Policy::ALL.to_vec();
+        if host_tier {
+            all.push(Policy::KvCostTiered);
+        }
+        all
+    }
 
     /// The policy's command-line name.
     pub fn name(self) -> &'static str {
@@ -41,7 +58,16 @@ impl Policy {
             Policy::RoundRobin => "round-robin",
             Policy::KvAware => "kv-aware",
             Policy::KvCost => "kv-cost",
+            Policy::KvCostTiered => "kv-cost-tiered",
         }
+    }
+
+    /// Whether the policy reads overlaps from the router's index.
+    fn reads_overlaps(self) -> bool {
+        matches!(
+            self,
+            Policy::KvAware | Policy::KvCost | Policy::KvCostTiered
+        )
     }
 }
 
@@ -56,6 +82,18 @@ pub enum RouterIndex {
     Oracle,
 }
 
+/// Tier weights of the tier-aware policy: GPU 1, host `host_weight`, slower tiers 0 (the
+/// mock engine has none).
+pub(crate) fn tier_weights(host_weight: f64) -> [f64; TIERS] {
+    [1.0, host_weight, 0.0, 0.0]
+}
+
+/// A tier-aware overlap score in millionths of a block, so that scores compare (and tie)
+/// exactly as integers.
+fn micro_blocks(score: f64) -> u64 {
+    (score * 1e6).round() as u64
+}
+
 /// The router: a policy and, for kv-aware routing, the index it reads.
 pub(crate) struct Router {
     policy: Policy,
@@ -63,7 +101,11 @@ pub(crate) struct Router {
     next: usize,
     index: Option<Indexer>,
     matches: Vec<Match>,
+    tiered: Vec<TieredMatch>,
     depths: Vec<u32>,
+    /// Per worker, the tier-aware overlap in millionths of a block (`kv-cost-tiered`).
+    scores: Vec<u64>,
+    weights: [f64; TIERS],
 }
 
 impl Router {
@@ -73,7 +115,7 @@ impl Router {
             RouterIndex::Radix => Some(BackendKind::Radix),
             RouterIndex::Oracle => None,
         };
-        let uses_index = matches!(cfg.policy, Policy::KvAware | Policy::KvCost);
+        let uses_index = cfg.policy.reads_overlaps();
         let index = match (uses_index, backend) {
             (true, Some(backend)) => Some(
                 Indexer::new(Config {
@@ -91,7 +133,10 @@ impl Router {
             next: 0,
             index,
             matches: Vec::new(),
+            tiered: Vec::new(),
             depths: vec![0; cfg.workers],
+            scores: vec![0; cfg.workers],
+            weights: tier_weights(cfg.host_weight),
         }
     }
 
@@ -104,7 +149,7 @@ impl Router {
         }
     }
 
-    /// Fills `self.depths` with each worker's cached prefix of `prompt`.
+    /// Fills `self.depths` with each worker's cached prefix of `prompt` (on any tier).
     fn overlaps(&mut self, prompt: &[Block], pools: &[BlockPool]) {
         self.depths.iter_mut().for_each(|d| *d = 0);
         match &self.index {
@@ -117,7 +162,28 @@ impl Router {
             }
             None => {
                 for (d, pool) in self.depths.iter_mut().zip(pools) {
-                    *d = pool.prefix_hits(prompt) as u32;
+                    *d = pool.tier_depths(prompt).1 as u32;
+                }
+            }
+        }
+    }
+
+    /// Fills `self.scores` with each worker's tier-aware overlap of `prompt`: the tiered
+    /// match's score, from the index's `find_matches_tiered` (or the pools' own tier depths).
+    fn tiered_overlaps(&mut self, prompt: &[Block], pools: &[BlockPool]) {
+        self.scores.iter_mut().for_each(|s| *s = 0);
+        match &self.index {
+            Some(index) => {
+                let locals: Vec<u64> = prompt.iter().map(|b| b.local_hash).collect();
+                index.find_matches_tiered_into(&locals, &mut self.tiered);
+                for m in &self.tiered {
+                    self.scores[m.worker_id as usize] = micro_blocks(m.score(&self.weights));
+                }
+            }
+            None => {
+                for (w, pool) in pools.iter().enumerate() {
+                    let m = oracle_match(w, pool.tier_depths(prompt));
+                    self.scores[w] = micro_blocks(m.score(&self.weights));
                 }
             }
         }
@@ -156,7 +222,29 @@ impl Router {
                 self.depths = depths;
                 w
             }
+            Policy::KvCostTiered => {
+                self.tiered_overlaps(prompt, pools);
+                let scores = std::mem::take(&mut self.scores);
+                let len = micro_blocks(prompt.len() as f64);
+                let w = self.best_by(n, |w| {
+                    Reverse(len - scores[w].min(len) + micro_blocks(load[w].blocks as f64))
+                });
+                self.scores = scores;
+                w
+            }
         }
+    }
+}
+
+/// The tiered match an exact index reports for a worker whose pool holds the prompt's first
+/// `device` blocks on the GPU and its first `any` on the GPU or in host memory.
+fn oracle_match(worker: usize, (device, any): (usize, usize)) -> TieredMatch {
+    let any = any as u32;
+    TieredMatch {
+        worker_id: worker as u64,
+        dp_rank: 0,
+        depth: any,
+        tier_depths: [device as u32, any, any, any],
     }
 }
 
@@ -167,4 +255,85 @@ pub(crate) struct Load {
     pub(crate) requests: u32,
     /// Blocks the running requests hold.
     pub(crate) blocks: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::EngineHash;
+    use kvidx::Worker;
+
+    fn chain(tag: u64, n: u64) -> Vec<Block> {
+        (0..n)
+            .map(|i| Block::new(tag * 100 + i, tag * 1000 + i))
+            .collect()
+    }
+
+    fn names(chain: &[Block]) -> Vec<u64> {
+        chain.iter().map(|b| b.seq_hash).collect()
+    }
+
+    /// Worker 0 holds the prompt's first 6 blocks on the GPU; worker 1 its first 7, all in
+    /// host memory (evicted from its GPU by another chain). Returns the pools and the events
+    /// they published.
+    fn fleet(prompt: &[Block]) -> (Vec<BlockPool>, Vec<Event>) {
+        let mut events = Vec::new();
+        let mut gpu = BlockPool::with_host(Worker::new(0, 0), 8, 8);
+        gpu.acquire(None, &prompt[..6], &mut events);
+        gpu.release(&names(&prompt[..6]));
+        let mut host = BlockPool::with_host(Worker::new(1, 0), 7, 8);
+        host.acquire(None, &prompt[..7], &mut events);
+        host.release(&names(&prompt[..7]));
+        let other = chain(2, 7);
+        host.acquire(None, &other, &mut events);
+        host.release(&names(&other));
+        assert_eq!(gpu.tier_depths(prompt), (6, 6));
+        assert_eq!(host.tier_depths(prompt), (0, 7));
+        (vec![gpu, host], events)
+    }
+
+    fn router(policy: Policy, router_index: RouterIndex) -> Router {
+        Router::new(&SimConfig {
+            workers: 2,
+            blocks_per_worker: 8,
+            length_factor: 1,
+            duplication: 1,
+            seed: 1,
+            policy,
+            router_index,
+            decode_ms_per_token: 20.0,
+            engine_hash: EngineHash::Shared,
+            host_blocks_per_worker: 8,
+            host_weight: 0.8,
+        })
+    }
+
+    #[test]
+    fn tier_aware_cost_prefers_a_shorter_prefix_on_the_gpu() {
+        let prompt = chain(1, 10);
+        let (pools, events) = fleet(&prompt);
+        let load = [Load::default(); 2];
+        for index in [
+            RouterIndex::Oracle,
+            RouterIndex::Positional,
+            RouterIndex::Radix,
+        ] {
+            let choose = |policy| {
+                let mut r = router(policy, index);
+                events.iter().for_each(|e| r.observe(e));
+                r.choose(&prompt, &pools, &load)
+            };
+            // Tier-blind: 10 - 7 = 3 blocks to compute on worker 1, 4 on worker 0.
+            assert_eq!(choose(Policy::KvCost), 1, "{index:?}");
+            assert_eq!(choose(Policy::KvAware), 1, "{index:?}");
+            // Tier-aware: 7 host blocks score 5.6, so worker 1 costs 4.4 against 4.
+            assert_eq!(choose(Policy::KvCostTiered), 0, "{index:?}");
+        }
+        assert_eq!(
+            tier_weights(0.8),
+            [1.0, 0.8, 0.0, 0.0],
+            "GPU 1, host the flag"
+        );
+        assert_eq!(micro_blocks(5.6), 5_600_000);
+    }
 }

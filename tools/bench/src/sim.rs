@@ -6,6 +6,11 @@
 //! blocks) and announces them. The request then runs for `output_length * decode_ms_per_token`
 //! ms; when it ends, its generated blocks (`output_length * F / 512` of them) are cached and
 //! announced, and every block it used is released (becomes evictable).
+//!
+//! With a host tier (`host_blocks_per_worker > 0`) each worker's GPU evictions go to host
+//! memory and a request's prefix may continue there (host hits, reloaded to the GPU); see
+//! `block_pool` for the events and their order. Routing quality then counts GPU hits and host
+//! hits separately.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -43,6 +48,11 @@ pub struct SimConfig {
     pub decode_ms_per_token: f64,
     /// How the engines name their blocks: the contract's shared chain, or salted per worker.
     pub engine_hash: EngineHash,
+    /// Blocks in each worker's host-memory pool (0: no host tier).
+    pub host_blocks_per_worker: usize,
+    /// What a block in host memory is worth to the tier-aware policy, relative to one on
+    /// the GPU (`Policy::KvCostTiered`).
+    pub host_weight: f64,
 }
 
 /// Routing quality and event counts of one simulation.
@@ -52,8 +62,13 @@ pub struct Routing {
     pub requests: u64,
     /// Prompt blocks over all requests.
     pub prompt_blocks: u64,
-    /// Prompt blocks found cached on the chosen worker (prefix hits).
+    /// Prompt blocks found cached on the chosen worker (prefix hits, on the GPU or reloaded
+    /// from host memory).
     pub hit_blocks: u64,
+    /// Of the hit blocks, those reloaded from host memory (0 without a host tier).
+    pub host_hit_blocks: u64,
+    /// Blocks the GPU pools offloaded to host memory (host `Stored` events).
+    pub offloaded: u64,
     /// Stored events published.
     pub stored_events: u64,
     /// Removed (single-block) events published.
@@ -71,6 +86,29 @@ impl Routing {
             self.hit_blocks as f64 / self.prompt_blocks as f64
         }
     }
+
+    /// Hit blocks found on the GPU.
+    pub fn device_hit_blocks(&self) -> u64 {
+        self.hit_blocks - self.host_hit_blocks
+    }
+
+    /// GPU hit rate: hit blocks found on the GPU / prompt blocks.
+    pub fn device_hit_rate(&self) -> f64 {
+        self.share(self.device_hit_blocks())
+    }
+
+    /// Host hit rate: hit blocks reloaded from host memory / prompt blocks.
+    pub fn host_hit_rate(&self) -> f64 {
+        self.share(self.host_hit_blocks)
+    }
+
+    fn share(&self, blocks: u64) -> f64 {
+        if self.prompt_blocks == 0 {
+            0.0
+        } else {
+            blocks as f64 / self.prompt_blocks as f64
+        }
+    }
 }
 
 /// What a simulation produced.
@@ -80,8 +118,10 @@ pub struct SimOutput {
     pub ops: Vec<TimedOp>,
     /// Routing quality.
     pub routing: Routing,
-    /// Blocks cached at the end, summed over workers.
+    /// Blocks held at the end (on either tier), summed over workers.
     pub final_blocks: u64,
+    /// The worker chosen for each request, in admission order.
+    pub choices: Vec<u32>,
 }
 
 /// A request that is running on a worker.
@@ -107,6 +147,8 @@ struct Fleet {
     served: Vec<u64>,
     /// Renames published events to per-worker salted names (`EngineHash::PerWorker`).
     salter: Option<Salter>,
+    /// The worker chosen for each request.
+    choices: Vec<u32>,
 }
 
 impl Fleet {
@@ -118,7 +160,10 @@ impl Fleet {
                 salter.rename(&mut event);
             }
             match &event.data {
-                kvidx::EventData::Stored { .. } => self.routing.stored_events += 1,
+                kvidx::EventData::Stored { tier, .. } => {
+                    self.routing.stored_events += 1;
+                    self.routing.offloaded += u64::from(*tier == kvidx::Tier::Host);
+                }
                 kvidx::EventData::Removed { .. } => self.routing.removed_events += 1,
                 kvidx::EventData::Cleared => {}
             }
@@ -137,12 +182,15 @@ impl Fleet {
             op: Op::Match(locals),
         });
         let worker = self.router.choose(&prompt, &self.pools, &self.load);
+        self.choices.push(worker as u32);
         let pool = &mut self.pools[worker];
         self.served[worker] += 1;
         self.routing.requests += 1;
         self.routing.prompt_blocks += prompt.len() as u64;
-        self.routing.hit_blocks += pool.prefix_hits(&prompt) as u64;
-        let referenced = pool.acquire(None, &prompt, &mut self.events);
+        let got = pool.acquire(None, &prompt, &mut self.events);
+        self.routing.hit_blocks += got.hits() as u64;
+        self.routing.host_hit_blocks += got.host_hits as u64;
+        let referenced = got.referenced;
         self.publish(t);
         self.load[worker].requests += 1;
         self.load[worker].blocks += referenced as u64;
@@ -168,7 +216,9 @@ impl Fleet {
                 .expect("whole prompt is not empty")
                 .seq_hash;
             let decode = decode_chain(run.request, run.decode_blocks, last);
-            let referenced = pool.acquire(Some(last), &decode, &mut self.events);
+            let referenced = pool
+                .acquire(Some(last), &decode, &mut self.events)
+                .referenced;
             used.extend(decode[..referenced].iter().map(|b| b.seq_hash));
         }
         pool.release(&used);
@@ -184,7 +234,13 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
     let copies = u64::from(cfg.duplication.max(1));
     let mut fleet = Fleet {
         pools: (0..cfg.workers)
-            .map(|w| BlockPool::new(Worker::new(w as u64, 0), cfg.blocks_per_worker))
+            .map(|w| {
+                BlockPool::with_host(
+                    Worker::new(w as u64, 0),
+                    cfg.blocks_per_worker,
+                    cfg.host_blocks_per_worker,
+                )
+            })
             .collect(),
         load: vec![Load::default(); cfg.workers],
         router: Router::new(cfg),
@@ -196,6 +252,7 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
             EngineHash::Shared => None,
             EngineHash::PerWorker => Some(Salter::new()),
         },
+        choices: Vec::with_capacity(trace.len() * copies as usize),
     };
     let bar = progress::bar(
         trace.len() as u64,
@@ -234,11 +291,12 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
     }
     bar.finish_and_clear();
     fleet.routing.max_worker_requests = fleet.served.iter().copied().max().unwrap_or(0);
-    let final_blocks = fleet.pools.iter().map(|p| p.len() as u64).sum();
+    let final_blocks = fleet.pools.iter().map(|p| p.held() as u64).sum();
     SimOutput {
         ops: fleet.ops,
         routing: fleet.routing,
         final_blocks,
+        choices: fleet.choices,
     }
 }
 
@@ -266,13 +324,17 @@ mod tests {
             router_index,
             decode_ms_per_token: 20.0,
             engine_hash: EngineHash::Shared,
+            host_blocks_per_worker: 0,
+            host_weight: 0.8,
         }
     }
 
-    /// Checks the published stream like an index would: parents held, removals of held
-    /// blocks only, pools never over capacity. Returns the blocks held at the end.
-    fn check_stream(ops: &[TimedOp], capacity: usize) -> u64 {
-        let mut held: HashMap<Worker, HashSet<u64>> = HashMap::new();
+    /// Checks the published stream like an index would: parents held (on any tier),
+    /// removals of blocks held (on the tier named), single-block removals, pools never over
+    /// capacity (GPU `capacity`, host `host`). Returns the blocks held at the end.
+    fn check_stream(ops: &[TimedOp], capacity: usize, host: usize) -> u64 {
+        // Per worker, each held block's tiers (bit = tier index).
+        let mut held: HashMap<Worker, HashMap<u64, u8>> = HashMap::new();
         let mut last_t = 0;
         for op in ops {
             assert!(op.t >= last_t, "time goes forward");
@@ -280,22 +342,65 @@ mod tests {
             let Op::Event(e) = &op.op else { continue };
             let set = held.entry(e.worker).or_default();
             match &e.data {
-                EventData::Stored { parent, blocks, .. } => {
+                EventData::Stored {
+                    parent,
+                    blocks,
+                    tier,
+                } => {
                     assert!(!blocks.is_empty());
                     if let Some(p) = parent {
-                        assert!(set.contains(p), "parent {p} not held by {:?}", e.worker);
+                        assert!(set.contains_key(p), "parent {p} not held by {:?}", e.worker);
                     }
-                    set.extend(blocks.iter().map(|b| b.seq_hash));
+                    if *tier == kvidx::Tier::Host {
+                        assert_eq!(blocks.len(), 1, "offloads are single-block");
+                    }
+                    for b in blocks {
+                        *set.entry(b.seq_hash).or_default() |= 1 << tier.index();
+                    }
                 }
-                EventData::Removed { seq_hashes, .. } => {
+                EventData::Removed { seq_hashes, tier } => {
                     assert_eq!(seq_hashes.len(), 1);
-                    assert!(set.remove(&seq_hashes[0]), "removed a block not held");
+                    let name = seq_hashes[0];
+                    let tiers = set.get_mut(&name).expect("removed a block not held");
+                    let bits = tier.map_or(u8::MAX, |t| 1 << t.index());
+                    assert!(
+                        *tiers & bits != 0,
+                        "removed {name} from a tier it is not on"
+                    );
+                    *tiers &= !bits;
+                    if *tiers == 0 {
+                        set.remove(&name);
+                    }
                 }
                 EventData::Cleared => panic!("the mock engine never clears"),
             }
-            assert!(set.len() <= capacity, "pool over capacity");
+            let on = |t: kvidx::Tier| set.values().filter(|m| *m & (1 << t.index()) != 0).count();
+            assert!(
+                on(kvidx::Tier::Device) <= capacity,
+                "GPU pool over capacity"
+            );
+            assert!(on(kvidx::Tier::Host) <= host, "host pool over capacity");
         }
         held.values().map(|s| s.len() as u64).sum()
+    }
+
+    /// Applies every event to a synchronous reference index and checks it rejected nothing,
+    /// saw no unknown removal and ends holding `final_blocks` (worker, block) pairs.
+    fn check_reference(ops: &[TimedOp], final_blocks: u64) {
+        let index = Indexer::new(Config {
+            backend: BackendKind::Reference,
+            event_threads: 0,
+            ..Config::default()
+        })
+        .unwrap();
+        for op in ops {
+            if let Op::Event(e) = &op.op {
+                index.apply_event(e.clone()).unwrap();
+            }
+        }
+        let stats = index.stats();
+        assert_eq!((stats.events_rejected, stats.unknown_removals), (0, 0));
+        assert_eq!(stats.worker_blocks, final_blocks);
     }
 
     #[test]
@@ -303,7 +408,7 @@ mod tests {
         let trace = sample(120);
         for policy in Policy::ALL {
             let out = simulate(&trace, &config(policy, RouterIndex::Oracle));
-            let held = check_stream(&out.ops, 300);
+            let held = check_stream(&out.ops, 300, 0);
             assert_eq!(held, out.final_blocks);
             assert!(
                 out.routing.removed_events > 0,
@@ -323,21 +428,176 @@ mod tests {
                 .count();
             assert_eq!(queries, 120);
             // An exact index agrees: nothing rejected, nothing unknown, same blocks held.
-            let index = Indexer::new(Config {
-                backend: BackendKind::Reference,
-                event_threads: 0,
-                ..Config::default()
-            })
-            .unwrap();
-            for op in &out.ops {
-                if let Op::Event(e) = &op.op {
-                    index.apply_event(e.clone()).unwrap();
-                }
-            }
-            let stats = index.stats();
-            assert_eq!((stats.events_rejected, stats.unknown_removals), (0, 0));
-            assert_eq!(stats.worker_blocks, out.final_blocks);
+            check_reference(&out.ops, out.final_blocks);
         }
+    }
+
+    /// `config` with a host tier of `host` blocks per worker.
+    fn with_host(policy: Policy, router_index: RouterIndex, host: usize) -> SimConfig {
+        SimConfig {
+            host_blocks_per_worker: host,
+            ..config(policy, router_index)
+        }
+    }
+
+    #[test]
+    fn with_a_host_tier_every_policy_publishes_a_valid_stream() {
+        // GPU pools of 300 blocks, host pools of 200 and of 2,000 (host evictions, and
+        // host memory that keeps most offloads); the first stays below the 300 GPU blocks so
+        // that host evictions are frequent.
+        let trace = sample(120);
+        for host in [200, 2000] {
+            for policy in Policy::simulated(true) {
+                let out = simulate(&trace, &with_host(policy, RouterIndex::Oracle, host));
+                let held = check_stream(&out.ops, 300, host);
+                assert_eq!(held, out.final_blocks, "{} host {host}", policy.name());
+                // The reference model (and so every exact backend) takes the stream as it is.
+                check_reference(&out.ops, out.final_blocks);
+                let r = out.routing;
+                assert!(
+                    r.offloaded > 0,
+                    "{}: GPU evictions reach host memory",
+                    policy.name()
+                );
+                assert!(r.hit_blocks >= r.host_hit_blocks);
+                assert_eq!(r.requests, 120);
+            }
+        }
+    }
+
+    #[test]
+    fn offloads_store_on_host_before_the_device_removal() {
+        let out = simulate(
+            &sample(120),
+            &with_host(Policy::KvCost, RouterIndex::Oracle, 200),
+        );
+        let events: Vec<&Event> = out
+            .ops
+            .iter()
+            .filter_map(|o| match &o.op {
+                Op::Event(e) => Some(e),
+                Op::Match(_) => None,
+            })
+            .collect();
+        let (mut offloads, mut host_evictions) = (0, 0);
+        for (i, e) in events.iter().enumerate() {
+            match &e.data {
+                EventData::Stored {
+                    blocks,
+                    tier: kvidx::Tier::Host,
+                    ..
+                } => {
+                    // The next event of the worker removes the same block from the device.
+                    let next = events[i + 1];
+                    assert_eq!((next.worker, next.event_id), (e.worker, e.event_id + 1));
+                    assert_eq!(
+                        next.data,
+                        EventData::Removed {
+                            seq_hashes: vec![blocks[0].seq_hash],
+                            tier: Some(kvidx::Tier::Device),
+                        }
+                    );
+                    offloads += 1;
+                }
+                EventData::Removed {
+                    tier: Some(kvidx::Tier::Host),
+                    ..
+                } => host_evictions += 1,
+                EventData::Removed { tier: None, .. } => {
+                    panic!("with a host tier every removal names its tier")
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(offloads, out.routing.offloaded);
+        assert!(host_evictions > 0, "the host pools evict");
+    }
+
+    #[test]
+    fn a_host_tier_adds_host_hits_and_tiered_routing_through_the_index_matches_the_oracle() {
+        // Conversations come back to their prefix after a few hundred requests.
+        let trace = sample(400);
+        let single = simulate(&trace, &config(Policy::KvCost, RouterIndex::Oracle));
+        let tiered = simulate(
+            &trace,
+            &with_host(Policy::KvCost, RouterIndex::Oracle, 2000),
+        );
+        let r = tiered.routing;
+        assert!(r.host_hit_blocks > 0, "prefixes are found in host memory");
+        assert_eq!(r.device_hit_blocks() + r.host_hit_blocks, r.hit_blocks);
+        assert!(
+            r.hit_rate() > single.routing.hit_rate(),
+            "host memory keeps what the GPU evicts: {} vs {}",
+            r.hit_rate(),
+            single.routing.hit_rate()
+        );
+        assert_eq!(single.routing.host_hit_blocks, 0);
+        // The index's (tiered) answers equal the pools' own: same routing.
+        for policy in [Policy::KvAware, Policy::KvCost, Policy::KvCostTiered] {
+            let oracle = simulate(&trace, &with_host(policy, RouterIndex::Oracle, 300));
+            for index in [RouterIndex::Positional, RouterIndex::Radix] {
+                let b = simulate(&trace, &with_host(policy, index, 300));
+                assert_eq!(oracle.ops, b.ops, "{} {index:?}", policy.name());
+            }
+        }
+        // And the exact backends answer the tiered queries as the reference model does.
+        use crate::target::Subject;
+        let a = crate::agree::check(
+            &tiered.ops,
+            &[Subject::Reference, Subject::Positional, Subject::Radix],
+        )
+        .unwrap();
+        assert_eq!(a.differ, vec![("positional", 0), ("radix", 0)]);
+        assert_eq!(a.differ_tiered, vec![("positional", 0), ("radix", 0)]);
+    }
+
+    #[test]
+    fn tier_aware_routing_is_tier_blind_routing_when_tiers_cannot_matter() {
+        let trace = sample(400);
+        let blind = |host| {
+            simulate(
+                &trace,
+                &with_host(Policy::KvCost, RouterIndex::Oracle, host),
+            )
+        };
+        let aware = |host, host_weight| {
+            let cfg = SimConfig {
+                host_weight,
+                ..with_host(Policy::KvCostTiered, RouterIndex::Oracle, host)
+            };
+            simulate(&trace, &cfg)
+        };
+        // No host tier: every block is on the GPU, the score is the depth.
+        assert_eq!(blind(0).ops, aware(0, 0.8).ops);
+        // A host block worth a GPU block: the score is the depth again.
+        assert_eq!(blind(2000).ops, aware(2000, 1.0).ops);
+        // Worth less than a GPU block (the default 0.8): a prefix in host memory attracts
+        // requests less, and some go elsewhere.
+        let (b, a) = (blind(2000), aware(2000, 0.8));
+        assert!(b.routing.host_hit_blocks > 0);
+        assert_ne!(b.choices, a.choices);
+    }
+
+    #[test]
+    fn per_worker_hashes_with_a_host_tier_keep_the_stream_valid() {
+        let trace = sample(60);
+        let cfg = SimConfig {
+            engine_hash: EngineHash::PerWorker,
+            ..with_host(Policy::KvCost, RouterIndex::Positional, 200)
+        };
+        let salted = simulate(&trace, &cfg);
+        let shared = simulate(
+            &trace,
+            &SimConfig {
+                engine_hash: EngineHash::Shared,
+                ..cfg
+            },
+        );
+        assert_eq!(shared.routing, salted.routing);
+        assert!(salted.routing.offloaded > 0);
+        renaming(&shared.ops, &salted.ops);
+        assert_eq!(check_stream(&salted.ops, 300, 200), salted.final_blocks);
+        check_reference(&salted.ops, salted.final_blocks);
     }
 
     #[test]
@@ -520,21 +780,8 @@ mod tests {
             assert_eq!(distinct.len(), per_worker.len(), "shared name {name}");
         }
         // Valid for an index: parents held, removals of held blocks only, capacity kept.
-        assert_eq!(check_stream(&salted.ops, 1500), salted.final_blocks);
-        let index = Indexer::new(Config {
-            backend: BackendKind::Reference,
-            event_threads: 0,
-            ..Config::default()
-        })
-        .unwrap();
-        for op in &salted.ops {
-            if let Op::Event(e) = &op.op {
-                index.apply_event(e.clone()).unwrap();
-            }
-        }
-        let stats = index.stats();
-        assert_eq!((stats.events_rejected, stats.unknown_removals), (0, 0));
-        assert_eq!(stats.worker_blocks, salted.final_blocks);
+        assert_eq!(check_stream(&salted.ops, 1500, 0), salted.final_blocks);
+        check_reference(&salted.ops, salted.final_blocks);
         // The exact backends answer every query as the reference model does, and as they do
         // on the shared-hash run: names are opaque to them.
         use crate::target::Subject;
@@ -592,6 +839,8 @@ mod tests {
             router_index: RouterIndex::Positional,
             decode_ms_per_token: 20.0,
             engine_hash: EngineHash::default(),
+            host_blocks_per_worker: 0,
+            host_weight: 0.8,
         };
         let out = simulate(&sample(400), &cfg);
         let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! What a replay drives: an index that takes events (queued to its event threads) and
 //! answers queries on the caller's thread.
 
-use kvidx::{BackendKind, Config, Event, Indexer, Match};
+use kvidx::{BackendKind, Config, Event, Indexer, Match, TieredMatch};
 
 use crate::baseline::NestedMap;
 
@@ -13,6 +13,12 @@ pub trait Target: Send + Sync {
     fn flush(&self);
     /// Answers a query (local hashes) into `out`.
     fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>);
+    /// Answers a tiered query into `out` (only called on subjects that
+    /// [`Subject::answers_tiers`]).
+    fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>) {
+        let _ = (local_hashes, out);
+        panic!("this index does not answer tiered queries");
+    }
     /// Sum over workers of the blocks held (after a flush).
     fn worker_blocks(&self) -> u64;
     /// Events rejected and names removed that were not held (after a flush).
@@ -64,6 +70,17 @@ impl Subject {
             self,
             Subject::Positional | Subject::Radix | Subject::Reference
         )
+    }
+
+    /// Whether this subject answers `find_matches_tiered`: kvidx's indexers (the nested-map
+    /// baseline through kvidx's write path, answering with every tier depth equal to its
+    /// depth), not the peer.
+    pub fn answers_tiers(self) -> bool {
+        match self {
+            Subject::Positional | Subject::Radix | Subject::Reference | Subject::Baseline => true,
+            #[cfg(feature = "peer")]
+            Subject::PeerCompressed | Subject::PeerPositional => false,
+        }
     }
 
     /// The peer's indexer this subject drives, if it is one of the peer's.
@@ -126,6 +143,10 @@ impl Target for Indexer {
 
     fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
         Indexer::find_matches_into(self, local_hashes, out);
+    }
+
+    fn find_matches_tiered_into(&self, local_hashes: &[u64], out: &mut Vec<TieredMatch>) {
+        Indexer::find_matches_tiered_into(self, local_hashes, out);
     }
 
     fn worker_blocks(&self) -> u64 {

@@ -48,6 +48,8 @@ pub struct Counts {
     pub matches: u64,
     /// Blocks named by Stored events plus names in Removed events.
     pub block_ops: u64,
+    /// Events that name a storage tier: Stored off the device, Removed from one tier.
+    pub tiered: u64,
 }
 
 impl Counts {
@@ -58,13 +60,15 @@ impl Counts {
             match &op.op {
                 Op::Match(_) => c.matches += 1,
                 Op::Event(e) => match &e.data {
-                    EventData::Stored { blocks, .. } => {
+                    EventData::Stored { blocks, tier, .. } => {
                         c.stored += 1;
                         c.block_ops += blocks.len() as u64;
+                        c.tiered += u64::from(*tier != Tier::Device);
                     }
-                    EventData::Removed { seq_hashes, .. } => {
+                    EventData::Removed { seq_hashes, tier } => {
                         c.removed += 1;
                         c.block_ops += seq_hashes.len() as u64;
+                        c.tiered += u64::from(tier.is_some());
                     }
                     EventData::Cleared => c.cleared += 1,
                 },
@@ -385,6 +389,18 @@ mod tests {
             .collect();
         let c = Counts::of(&ops);
         assert_eq!((c.stored, c.removed, c.cleared, c.matches), (1, 1, 1, 1));
-        assert_eq!((c.block_ops, c.events(), c.ops()), (3, 3, 4));
+        assert_eq!((c.block_ops, c.events(), c.ops(), c.tiered), (3, 3, 4, 0));
+        let w = Worker::new(0, 0);
+        let tiered = [
+            Event::stored_on(w, 0, None, vec![Block::new(1, 1)], Tier::Host),
+            Event::stored_on(w, 1, None, vec![Block::new(2, 2)], Tier::Device),
+            Event::removed_from(w, 2, vec![1], Tier::Device),
+            Event::removed(w, 3, vec![2]),
+        ]
+        .map(|e| TimedOp {
+            t: 0,
+            op: Op::Event(e),
+        });
+        assert_eq!(Counts::of(&tiered).tiered, 2);
     }
 }
