@@ -608,22 +608,7 @@ class Indexer {
   /// (deepest first, then worker id, then dp_rank). Grows `out` if needed and retries, so the
   /// call allocates only while `out` is still too small. On error `out` is empty.
   [[nodiscard]] Status find_matches(Span<std::uint64_t> local_hashes, MatchBuffer& out) const {
-    for (;;) {
-      std::size_t len = 0;
-      const kvidx_status s =
-          kvidx_find_matches(handle_.get(), local_hashes.data(), local_hashes.size(),
-                             out.storage_.data(), out.storage_.size(), &len);
-      if (s == KVIDX_OK) {
-        out.len_ = len;
-        return Status();
-      }
-      out.len_ = 0;
-      if (s != KVIDX_ERR_BUFFER_TOO_SMALL || len <= out.storage_.size()) {
-        return Status::from_c(s);
-      }
-      // Matches may grow between the two calls (concurrent writers): leave some slack.
-      out.storage_.resize(len + len / 4 + 8);
-    }
+    return find_into(kvidx_find_matches, local_hashes, out);
   }
   /// Pointer + size form of find_matches(Span, MatchBuffer&).
   [[nodiscard]] Status find_matches(const std::uint64_t* local_hashes, std::size_t n,
@@ -678,22 +663,7 @@ class Indexer {
   /// `out` is still too small. On error `out` is empty.
   [[nodiscard]] Status find_matches_tiered(Span<std::uint64_t> local_hashes,
                                            TieredMatchBuffer& out) const {
-    for (;;) {
-      std::size_t len = 0;
-      const kvidx_status s =
-          kvidx_find_matches_tiered(handle_.get(), local_hashes.data(), local_hashes.size(),
-                                    out.storage_.data(), out.storage_.size(), &len);
-      if (s == KVIDX_OK) {
-        out.len_ = len;
-        return Status();
-      }
-      out.len_ = 0;
-      if (s != KVIDX_ERR_BUFFER_TOO_SMALL || len <= out.storage_.size()) {
-        return Status::from_c(s);
-      }
-      // Matches may grow between the two calls (concurrent writers): leave some slack.
-      out.storage_.resize(len + len / 4 + 8);
-    }
+    return find_into(kvidx_find_matches_tiered, local_hashes, out);
   }
   /// Pointer + size form of find_matches_tiered(Span, TieredMatchBuffer&).
   [[nodiscard]] Status find_matches_tiered(const std::uint64_t* local_hashes, std::size_t n,
@@ -738,6 +708,28 @@ class Indexer {
   }
 
  private:
+  /// Runs a find call of the C ABI into `out`, growing it and calling again while the answer
+  /// does not fit; on error `out` is empty.
+  template <typename CFind, typename Buffer>
+  [[nodiscard]] Status find_into(CFind find, Span<std::uint64_t> local_hashes,
+                                 Buffer& out) const {
+    for (;;) {
+      std::size_t len = 0;
+      const kvidx_status s = find(handle_.get(), local_hashes.data(), local_hashes.size(),
+                                  out.storage_.data(), out.storage_.size(), &len);
+      if (s == KVIDX_OK) {
+        out.len_ = len;
+        return Status();
+      }
+      out.len_ = 0;
+      if (s != KVIDX_ERR_BUFFER_TOO_SMALL || len <= out.storage_.size()) {
+        return Status::from_c(s);
+      }
+      // Matches may grow between the two calls (concurrent writers): leave some slack.
+      out.storage_.resize(len + len / 4 + 8);
+    }
+  }
+
   struct Deleter {
     void operator()(kvidx_indexer* p) const noexcept { kvidx_free(p); }
   };

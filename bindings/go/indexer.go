@@ -140,6 +140,15 @@ func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, 
 	if ix.h == nilHandle {
 		return dst, closedError("FindMatches")
 	}
+	return findInto(ix.h, "FindMatches", localHashes, dst, libFindMatches)
+}
+
+// findInto runs a find call of the library into dst's spare capacity, growing dst and
+// calling again while the answer does not fit (events applied meanwhile may change its
+// size). The caller holds ix.mu and has checked the handle. On error dst is returned
+// unchanged.
+func findInto[M Match | TieredMatch](h handle, op string, localHashes []uint64, dst []M,
+	find func(h handle, q *uint64, n int, out *M, outCap int) (Status, int)) ([]M, error) {
 	var q *uint64
 	if len(localHashes) > 0 {
 		q = &localHashes[0]
@@ -149,16 +158,15 @@ func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, 
 	}
 	for {
 		spare := dst[len(dst):cap(dst)]
-		st, n := libFindMatches(ix.h, q, len(localHashes), &spare[0], len(spare))
+		st, n := find(h, q, len(localHashes), &spare[0], len(spare))
 		switch st {
 		case StatusOK:
 			runtime.KeepAlive(localHashes)
 			return dst[:len(dst)+n], nil
 		case StatusBufferTooSmall:
-			// n is the count needed now; events applied meanwhile may change it, so retry.
 			dst = growMatches(dst, max(n, 8))
 		default:
-			return dst, check("FindMatches", st)
+			return dst, check(op, st)
 		}
 	}
 }

@@ -167,27 +167,7 @@ func (ix *Indexer) FindMatchesTieredInto(localHashes []uint64, dst []TieredMatch
 	if !libHasTiers() {
 		return dst, noTiersError("FindMatchesTiered")
 	}
-	var q *uint64
-	if len(localHashes) > 0 {
-		q = &localHashes[0]
-	}
-	if cap(dst) == len(dst) {
-		dst = growMatches(dst, 8)
-	}
-	for {
-		spare := dst[len(dst):cap(dst)]
-		st, n := libFindMatchesTiered(ix.h, q, len(localHashes), &spare[0], len(spare))
-		switch st {
-		case StatusOK:
-			runtime.KeepAlive(localHashes)
-			return dst[:len(dst)+n], nil
-		case StatusBufferTooSmall:
-			// n is the count needed now; events applied meanwhile may change it, so retry.
-			dst = growMatches(dst, max(n, 8))
-		default:
-			return dst, check("FindMatchesTiered", st)
-		}
-	}
+	return findInto(ix.h, "FindMatchesTiered", localHashes, dst, libFindMatchesTiered)
 }
 
 // noTiersError reports a tier method called with a library older than storage tiers (purego
