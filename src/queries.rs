@@ -61,6 +61,33 @@ unsafe fn write_answer<T, C>(
     Ok(())
 }
 
+/// The body of both find functions: checks the arguments, runs `find` into this thread's
+/// scratch vector `key` and copies the answer out ([`write_answer`]).
+///
+/// # Safety
+/// `C` has `T`'s layout; `local_hashes` is readable for `num_hashes` entries; `out` is
+/// writable for `out_cap` entries; `out_len` is NULL or writable.
+unsafe fn find_answer<T: 'static, C>(
+    key: &'static LocalKey<RefCell<Vec<T>>>,
+    local_hashes: *const u64,
+    num_hashes: usize,
+    out: *mut C,
+    out_cap: usize,
+    out_len: *mut usize,
+    find: impl FnOnce(&[u64], &mut Vec<T>),
+) -> Result<(), kvidx_status> {
+    args::required(out_len)?;
+    args::check_array(out, out_cap)?;
+    // SAFETY: the caller guarantees `num_hashes` readable entries at `local_hashes`.
+    let query = unsafe { args::input(local_hashes, num_hashes) }?;
+    with_match_scratch(key, |matches| {
+        find(query, matches);
+        // SAFETY: same layout (caller); `out_len` and `out` were checked above and are
+        // writable (caller); the scratch vector is the library's own.
+        unsafe { write_answer(matches, out, out_cap, out_len) }
+    })
+}
+
 /// Finds the workers holding a prefix of the query (`num_hashes` local hashes), deepest first,
 /// then by `worker_id`, then by `dp_rank`; workers with depth 0 are not reported.
 ///
@@ -82,17 +109,13 @@ pub unsafe extern "C" fn kvidx_find_matches(
     out_len: *mut usize,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        args::required(out_len)?;
-        args::check_array(out, out_cap)?;
-        // SAFETY: the caller guarantees `num_hashes` readable entries at `local_hashes`.
-        let query = unsafe { args::input(local_hashes, num_hashes) }?;
-        with_match_scratch(&SCRATCH, |matches| {
-            ix.find_matches_into(query, matches);
-            // SAFETY: `kvidx_match` has `Match`'s layout (asserted in `c_types`); `out_len`
-            // and `out` were checked above and are writable (caller); the scratch vector is
-            // the library's own.
-            unsafe { write_answer(matches, out, out_cap, out_len) }
-        })
+        // SAFETY: `kvidx_match` has `Match`'s layout (asserted in `c_types`); the rest is
+        // this function's own contract.
+        unsafe {
+            find_answer(&SCRATCH, local_hashes, num_hashes, out, out_cap, out_len, |q, m| {
+                ix.find_matches_into(q, m)
+            })
+        }
     })
 }
 
@@ -114,16 +137,13 @@ pub unsafe extern "C" fn kvidx_find_matches_tiered(
     out_len: *mut usize,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        args::required(out_len)?;
-        args::check_array(out, out_cap)?;
-        // SAFETY: the caller guarantees `num_hashes` readable entries at `local_hashes`.
-        let query = unsafe { args::input(local_hashes, num_hashes) }?;
-        with_match_scratch(&TIERED_SCRATCH, |matches| {
-            ix.find_matches_tiered_into(query, matches);
-            // SAFETY: `kvidx_tiered_match` has `TieredMatch`'s layout (asserted in
-            // `c_types`); otherwise as in `kvidx_find_matches`.
-            unsafe { write_answer(matches, out, out_cap, out_len) }
-        })
+        // SAFETY: `kvidx_tiered_match` has `TieredMatch`'s layout (asserted in `c_types`);
+        // the rest is this function's own contract.
+        unsafe {
+            find_answer(&TIERED_SCRATCH, local_hashes, num_hashes, out, out_cap, out_len, |q, m| {
+                ix.find_matches_tiered_into(q, m)
+            })
+        }
     })
 }
 

@@ -525,6 +525,15 @@ pub(crate) mod tests {
         out
     }
 
+    /// A match of `worker` at `depth`.
+    fn at(worker: Worker, depth: u32) -> Match {
+        Match {
+            worker_id: worker.worker_id,
+            dp_rank: worker.dp_rank,
+            depth,
+        }
+    }
+
     const W1: Worker = Worker::new(1, 0);
     const W2: Worker = Worker::new(2, 0);
 
@@ -563,11 +572,7 @@ pub(crate) mod tests {
                     ix.remove_worker(1);
                     apply(ix, chain(W2, &X, 500));
                 });
-                let w2 = Match {
-                    worker_id: 2,
-                    dp_rank: 0,
-                    depth: 12,
-                };
+                let w2 = at(W2, 12);
                 assert!(
                     got.is_empty() || got == vec![w2],
                     "{name} at {step:?}: {got:?}"
@@ -590,11 +595,7 @@ pub(crate) mod tests {
                 ix.remove_worker(1);
                 apply(ix, chain(W2, &y, 500));
             });
-            let w1 = Match {
-                worker_id: 1,
-                dp_rank: 0,
-                depth: 12,
-            };
+            let w1 = at(W1, 12);
             assert_eq!(got, vec![w1], "{name}");
             assert_eq!(index.find_matches_vec(&X), vec![], "{name}");
         }
@@ -639,22 +640,7 @@ pub(crate) mod tests {
             let got = query_with(&index, &X, ReadStep::Searched, |ix| {
                 apply(ix, Event::removed(W1, 0, vec![107]));
             });
-            assert_eq!(
-                got,
-                vec![
-                    Match {
-                        worker_id: 2,
-                        dp_rank: 0,
-                        depth: 12
-                    },
-                    Match {
-                        worker_id: 1,
-                        dp_rank: 0,
-                        depth: 7
-                    },
-                ],
-                "{name}"
-            );
+            assert_eq!(got, vec![at(W2, 12), at(W1, 7)], "{name}");
         }
     }
 
@@ -670,22 +656,7 @@ pub(crate) mod tests {
                     apply(ix, Event::removed(W1, 0, vec![name]));
                 }
             });
-            assert_eq!(
-                got,
-                vec![
-                    Match {
-                        worker_id: 2,
-                        dp_rank: 0,
-                        depth: 12
-                    },
-                    Match {
-                        worker_id: 1,
-                        dp_rank: 0,
-                        depth: 7
-                    },
-                ],
-                "{name}"
-            );
+            assert_eq!(got, vec![at(W2, 12), at(W1, 7)], "{name}");
         }
     }
 
@@ -725,16 +696,8 @@ pub(crate) mod tests {
                     apply(ix, Event::cleared(W1, 0));
                     apply(ix, chain(W1, &X[..3], 300));
                 });
-                let w2 = Match {
-                    worker_id: 2,
-                    dp_rank: 0,
-                    depth: 4,
-                };
-                let w1 = |depth| Match {
-                    worker_id: 1,
-                    dp_rank: 0,
-                    depth,
-                };
+                let w2 = at(W2, 4);
+                let w1 = |depth| at(W1, depth);
                 assert!(
                     got == vec![w1(12), w2] || got == vec![w2, w1(3)] || got == vec![w2],
                     "{name} at {step:?}: {got:?}"
@@ -759,16 +722,8 @@ pub(crate) mod tests {
                     ix.remove_worker_dp_rank(rank1);
                     apply(ix, chain(W2, &y, 500));
                 });
-                let rank0 = Match {
-                    worker_id: 1,
-                    dp_rank: 0,
-                    depth: 12,
-                };
-                let rank1_before = Match {
-                    worker_id: 1,
-                    dp_rank: 1,
-                    depth: 6,
-                };
+                let rank0 = at(W1, 12);
+                let rank1_before = at(Worker::new(1, 1), 6);
                 assert!(
                     got == vec![rank0] || got == vec![rank0, rank1_before],
                     "{name} at {step:?}: {got:?}"
