@@ -39,6 +39,7 @@ pub enum BackendKind {
     Reference,
 }
 
+mod children;
 mod registry;
 mod segmented;
 mod tiers;

@@ -8,6 +8,11 @@
 //!
 //! A node is never unlinked while a writer attaches under it: writers attach only under the
 //! root, a node their worker holds, or a node they have just attached to.
+//!
+//! # Memory
+//! A node's children are inline while it has at most one ([`Children`]), and a worker keeps
+//! one map entry per name; whether it holds a node is read from the node's holders (its own
+//! slot), so only nodes with several names of one worker need a count of their own.
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::sync::{Arc, Weak};
@@ -15,6 +20,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
+use super::children::Children;
 use super::registry::Registry;
 use super::tiers::WorkerTiers;
 use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
@@ -25,7 +31,7 @@ use crate::scratch::with_scratch;
 #[derive(Default)]
 struct NodeState {
     holders: WorkerSet,
-    children: FxHashMap<u64, Arc<Node>>,
+    children: Children<Arc<Node>>,
     /// Unlinked from its parent; kept alive only by stale references.
     unlinked: bool,
 }
@@ -49,11 +55,17 @@ impl Node {
     }
 }
 
-/// One worker's blocks: names and how many names each held node has.
+/// One worker's blocks: its names, and the held nodes that have more than one name.
+///
+/// A node is held by the worker exactly when its slot is among the node's holders; most held
+/// nodes have one name, so only the others are counted here.
 #[derive(Default)]
 pub(crate) struct WorkerState {
     names: FxHashMap<u64, Arc<Node>>,
-    held: FxHashMap<usize, u32>,
+    /// Held nodes with two or more names -> their number of names minus one.
+    extra_names: FxHashMap<usize, u32>,
+    /// The worker's slot once it has stored anything (holders are read by slot).
+    slot: u32,
     /// Which names are off the device alone (keys: [`Node::tier_key`]).
     tiers: WorkerTiers,
 }
@@ -94,17 +106,17 @@ impl RadixIndex {
         Arc::ptr_eq(node, &self.root)
     }
 
-    /// The child of `parent` for `local`, created if needed, with `slot` among its holders.
-    /// The first node a store attaches is recorded as touched for readers (`store_touched`
-    /// false until then); the nodes it attaches after that lie below it, so that one record
-    /// covers them.
+    /// The child of `parent` for `local`, created if needed, with `slot` among its holders,
+    /// and whether `slot` was not among them before. The first node a store attaches is
+    /// recorded as touched for readers (`store_touched` false until then); the nodes it
+    /// attaches after that lie below it, so that one record covers them.
     fn attach(
         &self,
         parent: &Arc<Node>,
         local: u64,
         slot: u32,
         store_touched: &mut bool,
-    ) -> Arc<Node> {
+    ) -> (Arc<Node>, bool) {
         let mut parent_state = parent.state.write();
         debug_assert!(!parent_state.unlinked, "attach under an unlinked node");
         let position = if self.is_root(parent) {
@@ -116,7 +128,7 @@ impl RadixIndex {
             self.registry.touch(slot, position, local);
             *store_touched = true;
         }
-        let child = Arc::clone(parent_state.children.entry(local).or_insert_with(|| {
+        let child = Arc::clone(parent_state.children.get_or_insert_with(local, || {
             Arc::new(Node {
                 local,
                 position,
@@ -124,8 +136,8 @@ impl RadixIndex {
                 state: RwLock::new(NodeState::default()),
             })
         }));
-        child.state.write().holders.insert(slot);
-        child
+        let newly_held = child.state.write().holders.insert(slot);
+        (child, newly_held)
     }
 
     /// Drops `slot` from `node`'s holders and unlinks whatever that leaves unused.
@@ -139,11 +151,9 @@ impl RadixIndex {
             if state.unlinked || !state.holders.is_empty() || !state.children.is_empty() {
                 return;
             }
-            if let MapEntry::Occupied(entry) = parent_state.children.entry(node.local) {
-                if Arc::ptr_eq(entry.get(), &node) {
-                    entry.remove();
-                }
-            }
+            parent_state
+                .children
+                .remove_if(node.local, |child| Arc::ptr_eq(child, &node));
             state.unlinked = true;
             drop(state);
             drop(parent_state);
@@ -151,17 +161,21 @@ impl RadixIndex {
         }
     }
 
-    /// Gives `name` to `node` on `tier` (a new name, or one that named another node).
+    /// Gives `name` to `node` on `tier` (a new name, or one that named another node);
+    /// `newly_held` says whether the worker held `node` under no other name before.
     fn add_name(
         &self,
         blocks: &mut WorkerState,
         slot: u32,
         name: u64,
         node: Arc<Node>,
+        newly_held: bool,
         tier: Tier,
     ) {
         let activity = &self.registry.tiers;
-        *blocks.held.entry(node.key()).or_insert(0) += 1;
+        if !newly_held {
+            *blocks.extra_names.entry(node.key()).or_insert(0) += 1;
+        }
         let key = node.tier_key();
         match blocks.names.insert(name, node) {
             Some(old) => {
@@ -175,14 +189,24 @@ impl RadixIndex {
 
     /// Drops one name's hold on `node`.
     fn release(&self, blocks: &mut WorkerState, slot: u32, node: &Arc<Node>) {
-        let MapEntry::Occupied(mut count) = blocks.held.entry(node.key()) else {
-            unreachable!("every named node is counted");
-        };
-        *count.get_mut() -= 1;
-        if *count.get() == 0 {
-            count.remove();
-            self.detach(node, slot);
+        if let MapEntry::Occupied(mut extra) = blocks.extra_names.entry(node.key()) {
+            *extra.get_mut() -= 1;
+            if *extra.get() == 0 {
+                extra.remove();
+            }
+            return; // another name still holds it
         }
+        self.detach(node, slot);
+    }
+
+    /// Whether the worker at `slot` holds `node` (its slot is among the holders).
+    fn holds(node: &Node, slot: u32) -> bool {
+        node.state
+            .read()
+            .holders
+            .as_slice()
+            .binary_search(&slot)
+            .is_ok()
     }
 
     fn search_with(&self, local_hashes: &[u64], s: &mut Scratch, out: &mut Vec<SlotDepth>) {
@@ -195,7 +219,7 @@ impl RadixIndex {
                 .state
                 .read()
                 .children
-                .get(&local_hashes[matched])
+                .get(local_hashes[matched])
                 .cloned()
             else {
                 break;
@@ -270,14 +294,10 @@ impl WorkerBlocks for RadixIndex {
         if !chain_fits(first, new_blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
+        blocks.slot = slot;
         let mut store_touched = false;
         for block in new_blocks {
-            let existing = current
-                .state
-                .read()
-                .children
-                .get(&block.local_hash)
-                .cloned();
+            let existing = current.state.read().children.get(block.local_hash).cloned();
             if let (Some(child), Some(named)) = (&existing, blocks.names.get(&block.seq_hash)) {
                 if Arc::ptr_eq(child, named) {
                     // Same name, same block: it only gains the tier.
@@ -290,8 +310,16 @@ impl WorkerBlocks for RadixIndex {
                 }
             }
             // Attach before dropping what the name meant: this keeps `current` pinned.
-            let child = self.attach(&current, block.local_hash, slot, &mut store_touched);
-            self.add_name(blocks, slot, block.seq_hash, Arc::clone(&child), tier);
+            let (child, newly_held) =
+                self.attach(&current, block.local_hash, slot, &mut store_touched);
+            self.add_name(
+                blocks,
+                slot,
+                block.seq_hash,
+                Arc::clone(&child),
+                newly_held,
+                tier,
+            );
             current = child;
         }
         Outcome::Applied {
@@ -313,10 +341,10 @@ impl WorkerBlocks for RadixIndex {
 
     fn clear(&self, blocks: &mut WorkerState, slot: u32) {
         self.registry.add_blocks(-(blocks.names.len() as i64));
-        let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(blocks.held.len());
+        let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(blocks.names.len());
         let mut seen = FxHashMap::default();
         for node in blocks.names.values() {
-            if seen.insert(node.key(), ()).is_none() {
+            if blocks.extra_names.is_empty() || seen.insert(node.key(), ()).is_none() {
                 nodes.push(Arc::clone(node));
             }
         }
@@ -331,7 +359,7 @@ impl WorkerBlocks for RadixIndex {
 
     fn first_holders(&self, first_local: u64, out: &mut Vec<u32>) {
         out.clear();
-        let child = self.root.state.read().children.get(&first_local).cloned();
+        let child = self.root.state.read().children.get(first_local).cloned();
         if let Some(child) = child {
             out.extend_from_slice(child.state.read().holders.as_slice());
         }
@@ -351,7 +379,7 @@ impl WorkerBlocks for RadixIndex {
     fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize {
         let mut node = Arc::clone(&self.root);
         for (depth, local) in local_hashes.iter().enumerate() {
-            let Some(child) = node.state.read().children.get(local).cloned() else {
+            let Some(child) = node.state.read().children.get(*local).cloned() else {
                 return depth;
             };
             if child
@@ -387,16 +415,20 @@ impl WorkerBlocks for RadixIndex {
         local_hashes: &[u64],
         visit: &mut dyn FnMut(u64, u32),
     ) -> usize {
+        if state.names.is_empty() {
+            return 0; // no slot recorded yet, or cleared
+        }
         // The worker's own nodes stay linked while it holds them (its lock is held here).
         let mut node = Arc::clone(&self.root);
         for (depth, local) in local_hashes.iter().enumerate() {
-            let Some(child) = node.state.read().children.get(local).cloned() else {
+            let Some(child) = node.state.read().children.get(*local).cloned() else {
                 return depth;
             };
-            let Some(&names) = state.held.get(&child.key()) else {
+            if !Self::holds(&child, state.slot) {
                 return depth;
-            };
-            visit(child.tier_key(), names);
+            }
+            let extra = state.extra_names.get(&child.key()).copied().unwrap_or(0);
+            visit(child.tier_key(), 1 + extra);
             node = child;
         }
         local_hashes.len()
