@@ -10,7 +10,7 @@
 //! root, a node their worker holds, or a node they have just attached to.
 //!
 //! # Memory
-//! A node's children are inline while it has at most one ([`Children`]), and a worker keeps
+//! A node's children are inline while it has at most one (`children.rs`), and a worker keeps
 //! one map entry per name; whether it holds a node is read from the node's holders (its own
 //! slot), so only nodes with several names of one worker need a count of their own.
 
