@@ -1,0 +1,743 @@
+//! End-to-end tests of `kvidx-zmq-subscriber bridge` with real components: a `nats-server`
+//! with JetStream (started here on 127.0.0.1, an ephemeral port and a temporary store
+//! directory), fake engines (the `zeromq` crate's PUB, an implementation independent of the
+//! bridge's own ZMTP client) and the bridge binary; the stream is read back with async-nats.
+//!
+//! Without a `nats-server` binary (PATH, /usr/sbin or `NATS_SERVER`) the tests fail under
+//! `CI=true` and are skipped with a loud message otherwise (`bash scripts/setup.sh` installs
+//! Debian's `nats-server`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, stream::StorageType};
+use bytes::Bytes;
+use zeromq::{PubSocket, Socket, SocketSend, ZmqMessage};
+
+const TOPIC: &[u8] = b"kv@10.0.0.7:8000@llama";
+const FIXTURES: [&[u8]; 4] = [
+    include_bytes!("../../../tests/fixtures/engine/vllm_annotated_0_33.msgpack"),
+    include_bytes!("../../../tests/fixtures/engine/vllm_map_0_26.msgpack"),
+    include_bytes!("../../../tests/fixtures/engine/vllm_map_0_33_full.msgpack"),
+    include_bytes!("../../../tests/fixtures/engine/vllm_array_gen12.msgpack"),
+];
+const HEADER_NAMES: [&str; 6] = [
+    "Kvidx-Dp-Rank",
+    "Kvidx-Engine-Epoch",
+    "Kvidx-Engine-Seq",
+    "Kvidx-Format",
+    "Kvidx-Worker-Id",
+    "Nats-Msg-Id",
+];
+
+// ---------------------------------------------------------------------------------------------
+// nats-server
+
+/// The nats-server binary, or `None` (after a loud message) when it is missing outside CI.
+fn nats_server_binary() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("NATS_SERVER") {
+        candidates.push(p.into());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nats-server")));
+    }
+    candidates.push("/usr/sbin/nats-server".into());
+    candidates.push("/usr/local/sbin/nats-server".into());
+    if let Some(found) = candidates.into_iter().find(|p| p.is_file()) {
+        return Some(found);
+    }
+    let msg = "nats-server not found (PATH, /usr/sbin, NATS_SERVER): install it with \
+               `bash scripts/setup.sh` (Debian package nats-server)";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!!!! SKIPPED: {msg} !!!!!!!!!!\n");
+    None
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("kvidx-bridge-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A nats-server with JetStream on 127.0.0.1, stopped (SIGTERM) on drop.
+struct NatsServer {
+    binary: PathBuf,
+    port: u16,
+    store: TempDir,
+    child: Option<Child>,
+}
+
+impl NatsServer {
+    fn new(binary: PathBuf) -> Self {
+        Self {
+            binary,
+            port: free_port(),
+            store: TempDir::new("js"),
+            child: None,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it (same port, same store directory every time) and waits for its port.
+    fn start(&mut self) {
+        assert!(self.child.is_none());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.store.0.join("server.log"))
+            .unwrap();
+        let child = Command::new(&self.binary)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(self.store.0.join("jetstream"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start nats-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops it with SIGTERM (a clean shutdown: JetStream flushes its store) and waits.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while child.try_wait().unwrap().is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.store.0.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the bridge process
+
+struct Bridge {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Bridge {
+    fn start(nats: &str, endpoints: &[String], extra: &[&str]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvidx-zmq-subscriber"));
+        cmd.args(["bridge", "--nats", nats, "--topic", "kv@"]);
+        for e in endpoints {
+            cmd.args(["--endpoint", e]);
+        }
+        cmd.args(extra);
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the bridge");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::clone(&log);
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Self { child, log }
+    }
+
+    fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Waits until `n` stderr lines contain `pattern`; returns those lines.
+    async fn wait_for(&self, pattern: &str, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let found: Vec<String> = self
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(pattern))
+                .cloned()
+                .collect();
+            if found.len() >= n {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {n} \"{pattern}\" lines from the bridge:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGTERM, then the summary JSON and the exit code.
+    fn stop(mut self) -> (serde_json::Value, i32, String) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let code = self.child.wait().unwrap().code().unwrap_or(-1);
+        std::thread::sleep(Duration::from_millis(50)); // the stderr thread's last lines
+        let log = self.log_text();
+        let summary = serde_json::from_str(out.trim())
+            .unwrap_or_else(|e| panic!("summary {out:?}: {e}\n{log}"));
+        (summary, code, log)
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn publisher_summary(summary: &serde_json::Value, worker: u64, rank: u64) -> &serde_json::Value {
+    summary["bridge"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["worker_id"] == worker && p["dp_rank"] == rank)
+        .unwrap_or_else(|| panic!("no publisher {worker}.{rank} in {summary}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// fake engines and the stream
+
+async fn engine() -> (PubSocket, String) {
+    let mut publisher = PubSocket::new();
+    let endpoint = publisher
+        .bind("tcp://127.0.0.1:0")
+        .await
+        .unwrap()
+        .to_string();
+    (publisher, endpoint)
+}
+
+async fn send(publisher: &mut PubSocket, seq: u64, payload: &[u8]) {
+    let mut m = ZmqMessage::from(Bytes::from_static(TOPIC));
+    m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+    m.push_back(Bytes::copy_from_slice(payload));
+    publisher.send(m).await.unwrap();
+}
+
+/// One stored message, as read back.
+#[derive(Debug)]
+struct Stored {
+    stream_seq: u64,
+    subject: String,
+    headers: BTreeMap<String, String>,
+    payload: Bytes,
+}
+
+async fn stream_messages(js: &jetstream::Context) -> Vec<Stored> {
+    let stream = js.get_stream("KVIDX_EVENTS").await.unwrap();
+    let info = stream.get_info().await.unwrap();
+    let mut out = Vec::new();
+    for seq in info.state.first_sequence..=info.state.last_sequence {
+        let m = stream.get_raw_message(seq).await.unwrap();
+        let headers = m
+            .headers
+            .iter()
+            .map(|(name, values)| {
+                assert_eq!(values.len(), 1, "{name}: {values:?}");
+                (name.to_string(), values[0].to_string())
+            })
+            .collect();
+        out.push(Stored {
+            stream_seq: m.sequence,
+            subject: m.subject.to_string(),
+            headers,
+            payload: m.payload,
+        });
+    }
+    out
+}
+
+/// Waits until the stream holds `n` messages.
+async fn wait_for_messages(js: &jetstream::Context, n: u64, bridge: &Bridge) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(stream) = js.get_stream("KVIDX_EVENTS").await {
+            if let Ok(info) = stream.get_info().await {
+                if info.state.messages >= n {
+                    return;
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stream never held {n} messages:\n{}",
+            bridge.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn client(url: &str) -> jetstream::Context {
+    jetstream::new(async_nats::connect(url).await.unwrap())
+}
+
+/// Checks one publisher's messages: engine sequences `expected` in this order, each payload
+/// byte-identical to `payload(seq)`, exactly the spec's headers.
+fn check_publisher(
+    messages: &[&Stored],
+    worker: u64,
+    rank: u64,
+    expected: &[u64],
+    payload: impl Fn(u64) -> Vec<u8>,
+) {
+    let seqs: Vec<u64> = messages
+        .iter()
+        .map(|m| m.headers["Kvidx-Engine-Seq"].parse().unwrap())
+        .collect();
+    assert_eq!(seqs, expected, "engine sequences of {worker}.{rank}");
+    let mut prev_stream_seq = 0;
+    for m in messages {
+        let seq: u64 = m.headers["Kvidx-Engine-Seq"].parse().unwrap();
+        assert!(m.stream_seq > prev_stream_seq);
+        prev_stream_seq = m.stream_seq;
+        assert_eq!(m.subject, format!("kvidx.events.{worker}.{rank}"));
+        let names: Vec<&str> = m.headers.keys().map(String::as_str).collect();
+        assert_eq!(names, HEADER_NAMES, "header names (case included)");
+        assert_eq!(m.headers["Kvidx-Worker-Id"], worker.to_string());
+        assert_eq!(m.headers["Kvidx-Dp-Rank"], rank.to_string());
+        assert_eq!(m.headers["Kvidx-Format"], "vllm");
+        let epoch: u64 = m.headers["Kvidx-Engine-Epoch"].parse().unwrap();
+        assert!(epoch > 0);
+        assert_eq!(
+            m.headers["Nats-Msg-Id"],
+            format!("{worker}.{rank}.{epoch}.{seq}")
+        );
+        assert_eq!(&m.payload[..], &payload(seq)[..], "payload of seq {seq}");
+    }
+}
+
+fn fixture(seq: u64) -> Vec<u8> {
+    FIXTURES[(seq % FIXTURES.len() as u64) as usize].to_vec()
+}
+
+// ---------------------------------------------------------------------------------------------
+// the tests
+
+/// Two publishers (worker 7, DP ranks 0 and 1), 300 batches each: every batch is stored once,
+/// in order per worker, byte-identical, with the spec's headers; the stream has the spec's
+/// configuration; a publish repeating a stored `Nats-Msg-Id` is de-duplicated.
+#[tokio::test]
+async fn every_batch_once_in_order_with_headers_and_duplicates_dropped() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let started = Instant::now();
+    let mut nats = NatsServer::new(binary);
+    nats.start();
+    let (mut e0, ep0) = engine().await;
+    let (mut e1, ep1) = engine().await;
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[format!("{ep0}=7"), format!("{ep1}=7:1")],
+        &[],
+    );
+    let connected = bridge.wait_for("connected, epoch", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // the subscriptions reach the PUBs
+    const N: u64 = 300;
+    for seq in 0..N {
+        send(&mut e0, seq, &fixture(seq)).await;
+        send(&mut e1, seq, &fixture(seq + 1)).await;
+        if seq % 10 == 9 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    let js = client(&nats.url()).await;
+    wait_for_messages(&js, 2 * N, &bridge).await;
+
+    let messages = stream_messages(&js).await;
+    assert_eq!(messages.len() as u64, 2 * N);
+    let expected: Vec<u64> = (0..N).collect();
+    for (rank, shift) in [(0u64, 0u64), (1, 1)] {
+        let mine: Vec<&Stored> = messages
+            .iter()
+            .filter(|m| m.subject == format!("kvidx.events.7.{rank}"))
+            .collect();
+        check_publisher(&mine, 7, rank, &expected, |seq| fixture(seq + shift));
+        // One connection, one epoch: the one the bridge logged.
+        let epoch = &mine[0].headers["Kvidx-Engine-Epoch"];
+        assert!(mine
+            .iter()
+            .all(|m| &m.headers["Kvidx-Engine-Epoch"] == epoch));
+        assert!(
+            connected
+                .iter()
+                .any(|l| l.ends_with(&format!("epoch {epoch}"))),
+            "{connected:?}"
+        );
+    }
+
+    // The stream the bridge created.
+    let mut stream = js.get_stream("KVIDX_EVENTS").await.unwrap();
+    let config = stream.info().await.unwrap().config.clone();
+    assert_eq!(config.subjects, ["kvidx.events.>"]);
+    assert_eq!(config.storage, StorageType::File);
+    assert_eq!(config.duplicate_window, Duration::from_secs(120));
+
+    // A publish repeating a stored message id is acknowledged as a duplicate and not stored;
+    // a new id is stored (the control).
+    let first = &messages[0];
+    let mut headers = async_nats::HeaderMap::new();
+    for (k, v) in &first.headers {
+        headers.insert(k.as_str(), v.as_str());
+    }
+    let ack = js
+        .publish_with_headers(
+            first.subject.clone(),
+            headers.clone(),
+            first.payload.clone(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(ack.duplicate, "{ack:?}");
+    assert_eq!(ack.sequence, first.stream_seq);
+    headers.insert("Nats-Msg-Id", "7.0.1.999999");
+    let ack = js
+        .publish_with_headers(first.subject.clone(), headers, first.payload.clone())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(!ack.duplicate);
+    assert_eq!(ack.sequence, 2 * N + 1);
+    assert_eq!(stream.info().await.unwrap().state.messages, 2 * N + 1);
+
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    for rank in 0..2 {
+        let p = publisher_summary(&summary, 7, rank);
+        assert_eq!(p["received"], N, "{p}");
+        assert_eq!(p["published"], N, "{p}");
+        for zero in [
+            "duplicates",
+            "undelivered",
+            "out_of_order",
+            "malformed",
+            "gaps",
+        ] {
+            assert_eq!(p[zero], 0, "{zero}: {p}");
+        }
+        assert_eq!(p["last_seq"], N - 1);
+    }
+    eprintln!(
+        "every_batch_once: {} batches in {:.2} s",
+        2 * N,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// nats-server stops (SIGTERM) while the engine publishes and starts again (same port, same
+/// store) 0.6 s later: the bridge buffers, reconnects and publishes again; every batch is in
+/// the stream exactly once, in order.
+#[tokio::test]
+async fn a_nats_server_restart_mid_stream_loses_nothing() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let started = Instant::now();
+    let mut nats = NatsServer::new(binary);
+    nats.start();
+    let (mut e, ep) = engine().await;
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[format!("{ep}=3")],
+        &["--ack-timeout-ms", "300"],
+    );
+    bridge.wait_for("connected, epoch", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    const N: u64 = 600;
+    let mut outage = Duration::ZERO;
+    for seq in 0..N {
+        if seq == 200 {
+            nats.stop();
+            let down = Instant::now();
+            // Keep publishing while the server is down.
+            for seq in 200..400 {
+                send(&mut e, seq, &fixture(seq)).await;
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+            nats.start();
+            outage = down.elapsed();
+        }
+        if (200..400).contains(&seq) {
+            continue;
+        }
+        send(&mut e, seq, &fixture(seq)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let js = client(&nats.url()).await;
+    wait_for_messages(&js, N, &bridge).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // nothing more arrives
+    let messages = stream_messages(&js).await;
+    let mine: Vec<&Stored> = messages.iter().collect();
+    check_publisher(&mine, 3, 0, &(0..N).collect::<Vec<_>>(), fixture);
+
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 3, 0);
+    assert_eq!(p["received"], N, "{p}");
+    assert_eq!(p["published"], N, "{p}");
+    assert_eq!(p["undelivered"], 0, "{p}");
+    assert_eq!(p["out_of_order"], 0, "{p}");
+    // The outage was seen: the connection was lost and made again, and the 200 batches sent
+    // meanwhile (about 470 bytes each) were held.
+    assert!(
+        summary["nats"]["disconnects"].as_u64().unwrap() >= 1,
+        "{summary}"
+    );
+    assert!(
+        summary["nats"]["connects"].as_u64().unwrap() >= 2,
+        "{summary}"
+    );
+    let peak = summary["buffer"]["peak"].as_u64().unwrap();
+    assert!(
+        peak >= 150 * 400,
+        "peak {peak}: the outage's batches were not held"
+    );
+    eprintln!(
+        "nats restart: outage {:.2} s, peak {peak} B held, {} retries, {} acked as duplicates, \
+         {:.2} s in all",
+        outage.as_secs_f64(),
+        p["retries"],
+        p["duplicates"],
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// NATS is down from the start and the buffer cap is 64 KiB: the bridge stops reading at the
+/// cap (counted), never holds more, and when nats-server comes up it publishes what it took.
+/// Every engine batch is then either in the stream exactly once, in order, or counted as
+/// missed (10 batches the engine never sends, and any the PUB dropped while the bridge was not
+/// reading).
+#[tokio::test]
+async fn at_the_byte_cap_reading_stops_and_every_batch_is_stored_or_counted() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let mut nats = NatsServer::new(binary); // not started yet
+    let (mut e, ep) = engine().await;
+    const CAP: u64 = 64 << 10;
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[format!("{ep}=5:2")],
+        &[
+            "--max-buffer-bytes",
+            &CAP.to_string(),
+            "--ack-timeout-ms",
+            "300",
+        ],
+    );
+    bridge.wait_for("connected, epoch", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // 16 KiB payloads (opaque to the bridge: counted as malformed, published all the same).
+    let big = |seq: u64| {
+        let mut p = vec![(seq % 251) as u8; 16 << 10];
+        p[..8].copy_from_slice(&seq.to_be_bytes());
+        p
+    };
+    const N: u64 = 400;
+    const DROPPED: std::ops::Range<u64> = 250..260; // as if the engine's PUB had dropped them
+    for seq in 0..N {
+        if DROPPED.contains(&seq) {
+            continue;
+        }
+        send(&mut e, seq, &big(seq)).await;
+        if seq % 8 == 7 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    bridge.wait_for("buffer full", 1).await;
+    nats.start();
+    let js = client(&nats.url()).await;
+    // Let the bridge drain, then a last batch that it reads at once (so a drop at the end of
+    // the burst shows as a gap before it).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    send(&mut e, N, &big(N)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let messages = loop {
+        let messages = stream_messages(&js).await;
+        if messages
+            .last()
+            .is_some_and(|m| m.headers["Kvidx-Engine-Seq"] == N.to_string())
+        {
+            break messages;
+        }
+        assert!(Instant::now() < deadline, "{}", bridge.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seqs: Vec<u64> = messages
+        .iter()
+        .map(|m| m.headers["Kvidx-Engine-Seq"].parse().unwrap())
+        .collect();
+    let mine: Vec<&Stored> = messages.iter().collect();
+    check_publisher(&mine, 5, 2, &seqs, big);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 5, 2);
+    assert_eq!(p["received"], seqs.len() as u64, "{p}");
+    assert_eq!(p["published"], seqs.len() as u64, "{p}");
+    assert_eq!(
+        p["received"].as_u64().unwrap() + p["missed"].as_u64().unwrap(),
+        N + 1,
+        "every batch stored or counted as missed: {p}"
+    );
+    assert!(
+        p["missed"].as_u64().unwrap() >= DROPPED.end - DROPPED.start,
+        "{p}"
+    );
+    assert!(p["stalls"].as_u64().unwrap() >= 1, "{p}");
+    let peak = summary["buffer"]["peak"].as_u64().unwrap();
+    assert!((CAP / 2..=CAP).contains(&peak), "peak {peak}: {summary}");
+    eprintln!(
+        "byte cap: {} of {} batches stored, {} missed in {} gaps, {} stalls ({} ms), peak {peak} B",
+        p["received"],
+        N + 1,
+        p["missed"],
+        p["gaps"],
+        p["stalls"],
+        p["stall_ms"]
+    );
+}
+
+/// nats-server is frozen (SIGSTOP) for 1.2 s mid-stream: the connection stays open but no
+/// acknowledgement comes, so the bridge publishes the same batch again (same `Nats-Msg-Id`)
+/// every time its 200 ms wait ends. After SIGCONT the server reads every attempt: it stores
+/// the first and answers the others "duplicate"; the stream holds every batch once, in order.
+#[tokio::test]
+async fn a_frozen_nats_server_gets_repeated_publishes_and_deduplicates_them() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let mut nats = NatsServer::new(binary);
+    nats.start();
+    let (mut e, ep) = engine().await;
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[format!("{ep}=4:1")],
+        &["--ack-timeout-ms", "200"],
+    );
+    bridge.wait_for("connected, epoch", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    const N: u64 = 300;
+    let pid = nats.child.as_ref().unwrap().id().to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success());
+    };
+    for seq in 0..N {
+        if seq == 100 {
+            signal("-STOP");
+        }
+        if seq == 200 {
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            signal("-CONT");
+        }
+        send(&mut e, seq, &fixture(seq)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let js = client(&nats.url()).await;
+    wait_for_messages(&js, N, &bridge).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // nothing more arrives
+    let messages = stream_messages(&js).await;
+    let mine: Vec<&Stored> = messages.iter().collect();
+    check_publisher(&mine, 4, 1, &(0..N).collect::<Vec<_>>(), fixture);
+
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 4, 1);
+    assert_eq!(p["received"], N, "{p}");
+    // The batch in flight when the server froze was stored by its first attempt; the
+    // attempt whose acknowledgement came was answered "duplicate" (on a loaded machine a
+    // later acknowledgement may also come after 200 ms: more such batches, still once each).
+    let duplicates = p["duplicates"].as_u64().unwrap();
+    assert!(duplicates >= 1, "{p}");
+    assert_eq!(p["published"].as_u64().unwrap() + duplicates, N, "{p}");
+    assert_eq!(p["out_of_order"], 0, "{p}");
+    let retries = p["retries"].as_u64().unwrap();
+    assert!(retries >= 2, "the frozen server caused no retry: {p}");
+    eprintln!(
+        "frozen server: {retries} publishes repeated, {duplicates} acknowledged as duplicates, \
+         stream holds each batch once"
+    );
+}
