@@ -137,7 +137,7 @@ cargo test -q --manifest-path "$manifest" --target-dir "$target" --bins 2>&1 | g
 
 echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, byte cap)"
 cargo test -q --manifest-path "$manifest" --target-dir "$target" --test bridge -- --nocapture 2>&1 |
-  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:'
+  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:'
 subscriber="$target/debug/kvidx-zmq-subscriber"
 
 echo "== engine: end-to-end on loopback (with replay)"

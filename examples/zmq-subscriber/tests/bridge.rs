@@ -681,9 +681,10 @@ async fn at_the_byte_cap_reading_stops_and_every_batch_is_stored_or_counted() {
 }
 
 /// nats-server is frozen (SIGSTOP) for 1.2 s mid-stream: the connection stays open but no
-/// acknowledgement comes, so the bridge publishes the same batch again (same `Nats-Msg-Id`)
-/// every time its 200 ms wait ends. After SIGCONT the server reads every attempt: it stores
-/// the first and answers the others "duplicate"; the stream holds every batch once, in order.
+/// acknowledgement comes, so every time its 200 ms wait ends the bridge looks for the batch
+/// (last message on the subject) and publishes it again (same `Nats-Msg-Id`). After SIGCONT
+/// the server reads every attempt: it stores the first, answers the others "duplicate" (or the
+/// look-up finds it stored); the stream holds every batch once, in order.
 #[tokio::test]
 async fn a_frozen_nats_server_gets_repeated_publishes_and_deduplicates_them() {
     let Some(binary) = nats_server_binary() else {
@@ -730,14 +731,168 @@ async fn a_frozen_nats_server_gets_repeated_publishes_and_deduplicates_them() {
     // The batch in flight when the server froze was stored by its first attempt; the
     // attempt whose acknowledgement came was answered "duplicate" (on a loaded machine a
     // later acknowledgement may also come after 200 ms: more such batches, still once each).
-    let duplicates = p["duplicates"].as_u64().unwrap();
+    let duplicates = p["duplicates"].as_u64().unwrap() + p["found_stored"].as_u64().unwrap();
     assert!(duplicates >= 1, "{p}");
     assert_eq!(p["published"].as_u64().unwrap() + duplicates, N, "{p}");
     assert_eq!(p["out_of_order"], 0, "{p}");
     let retries = p["retries"].as_u64().unwrap();
     assert!(retries >= 2, "the frozen server caused no retry: {p}");
     eprintln!(
-        "frozen server: {retries} publishes repeated, {duplicates} acknowledged as duplicates, \
-         stream holds each batch once"
+        "frozen server: {retries} attempts repeated, {duplicates} batches found stored or \
+         acknowledged as duplicates, stream holds each batch once"
+    );
+}
+
+/// A TCP proxy in front of nats-server that, once it has forwarded the bytes of a given
+/// `Nats-Msg-Id`, silently drops everything both ways (the server stores that publish, its
+/// acknowledgement is lost) until `cut` closes its connections; new ones pass again.
+struct AckEater {
+    port: u16,
+    trigger: Arc<Mutex<Vec<u8>>>,
+    black_hole: Arc<std::sync::atomic::AtomicBool>,
+    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl AckEater {
+    async fn start(upstream_port: u16) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let trigger: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let black_hole = Arc::new(AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (t, b, c) = (
+            Arc::clone(&trigger),
+            Arc::clone(&black_hole),
+            Arc::clone(&connections),
+        );
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let Ok(mut server) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", upstream_port)).await
+                else {
+                    continue; // the client sees a closed connection, as with no server
+                };
+                let (trigger, black_hole) = (Arc::clone(&t), Arc::clone(&b));
+                let task = tokio::spawn(async move {
+                    let (mut up, mut down) = (vec![0u8; 65536], vec![0u8; 65536]);
+                    let mut seen: Vec<u8> = Vec::new();
+                    loop {
+                        tokio::select! {
+                            n = client.read(&mut up) => {
+                                let Ok(n @ 1..) = n else { break };
+                                if black_hole.load(Ordering::SeqCst) {
+                                    continue;
+                                }
+                                seen.extend_from_slice(&up[..n]);
+                                let id = trigger.lock().unwrap().clone();
+                                let hit = !id.is_empty() && seen.windows(id.len()).any(|w| w == id);
+                                let keep = seen.len().saturating_sub(id.len().max(64));
+                                seen.drain(..keep);
+                                if server.write_all(&up[..n]).await.is_err() {
+                                    break;
+                                }
+                                if hit {
+                                    black_hole.store(true, Ordering::SeqCst);
+                                }
+                            }
+                            n = server.read(&mut down) => {
+                                let Ok(n @ 1..) = n else { break };
+                                if black_hole.load(Ordering::SeqCst) {
+                                    continue;
+                                }
+                                if client.write_all(&down[..n]).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                });
+                c.lock().unwrap().push(task);
+            }
+        });
+        Self {
+            port,
+            trigger,
+            black_hole,
+            connections,
+        }
+    }
+
+    fn triggered(&self) -> bool {
+        self.black_hole.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Closes every connection and lets new ones pass.
+    fn cut(&self) {
+        for task in self.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        self.trigger.lock().unwrap().clear();
+        self.black_hole
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The server stores a batch but its acknowledgement is lost, and the connection stays dead
+/// for 1.5 s, longer than the stream's duplicate window (1 s here): publishing the batch again
+/// would store it twice. The bridge looks it up first (the last message on its subject carries
+/// its `Nats-Msg-Id`), finds it and goes on: the stream holds every batch once, in order.
+#[tokio::test]
+async fn a_lost_acknowledgement_beyond_the_duplicate_window_is_found_not_stored_twice() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let mut nats = NatsServer::new(binary);
+    nats.start();
+    let js = client(&nats.url()).await;
+    js.create_stream(jetstream::stream::Config {
+        name: "KVIDX_EVENTS".into(),
+        subjects: vec!["kvidx.events.>".into()],
+        storage: StorageType::File,
+        duplicate_window: Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let proxy = AckEater::start(nats.port).await;
+    let (mut e, ep) = engine().await;
+    let bridge = Bridge::start(
+        &format!("nats://127.0.0.1:{}", proxy.port),
+        &[format!("{ep}=6")],
+        &["--ack-timeout-ms", "300"],
+    );
+    let line = bridge.wait_for("connected, epoch", 1).await.remove(0);
+    let epoch = line.rsplit(' ').next().unwrap().to_string();
+    *proxy.trigger.lock().unwrap() = format!("6.0.{epoch}.50\r\n").into_bytes();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    const N: u64 = 100;
+    for seq in 0..N {
+        send(&mut e, seq, &fixture(seq)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !proxy.triggered() {
+        assert!(Instant::now() < deadline, "batch 50 never went through");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.cut();
+    wait_for_messages(&js, N, &bridge).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // nothing more arrives
+    let messages = stream_messages(&js).await;
+    let mine: Vec<&Stored> = messages.iter().collect();
+    check_publisher(&mine, 6, 0, &(0..N).collect::<Vec<_>>(), fixture);
+
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 6, 0);
+    assert_eq!(p["found_stored"], 1, "{p}\n{log}");
+    assert_eq!(p["published"], N - 1, "{p}");
+    assert!(log.contains("duplicate window of 1s"), "{log}");
+    eprintln!(
+        "lost ack: found stored after {} attempts, {p}",
+        p["retries"]
     );
 }

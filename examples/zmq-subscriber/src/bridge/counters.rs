@@ -37,7 +37,10 @@ pub struct Counters {
     pub published: AtomicU64,
     /// Batches JetStream acknowledged as duplicates (a retry of a batch it already had).
     pub duplicates: AtomicU64,
-    /// Publishes repeated after an error or a missing acknowledgement.
+    /// Batches whose acknowledgement was lost and that were then found stored (the last
+    /// message of their subject carries their `Nats-Msg-Id`), so not published again.
+    pub found_stored: AtomicU64,
+    /// Attempts after the first (after an error or a missing acknowledgement).
     pub retries: AtomicU64,
     /// Batches larger than the server's `max_payload` (dropped: JetStream cannot take them).
     pub too_large: AtomicU64,
@@ -72,7 +75,7 @@ impl Counters {
 
     /// The counters as a JSON object's fields.
     pub fn json_fields(&self) -> String {
-        let fields: [(&str, &AtomicU64); 20] = [
+        let fields: [(&str, &AtomicU64); 21] = [
             ("received", &self.received),
             ("received_bytes", &self.received_bytes),
             ("bad_frames", &self.bad_frames),
@@ -88,6 +91,7 @@ impl Counters {
             ("stall_ms", &self.stall_ms),
             ("published", &self.published),
             ("duplicates", &self.duplicates),
+            ("found_stored", &self.found_stored),
             ("retries", &self.retries),
             ("too_large", &self.too_large),
             ("undelivered", &self.undelivered),

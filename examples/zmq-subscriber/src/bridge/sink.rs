@@ -5,8 +5,10 @@
 //! Order: a publisher's next batch is sent only after the previous one is acknowledged, so a
 //! lost publish can never let a later batch of the same worker be stored before it. A batch
 //! whose acknowledgement does not come (timeout, connection lost, stream not there yet) is
-//! published again with the same `Nats-Msg-Id`: if the first attempt was stored after all,
-//! JetStream answers "duplicate" and stores nothing (within the stream's duplicate window).
+//! first looked for (the last message on its subject: found there, it was stored after all)
+//! and else published again with the same `Nats-Msg-Id`: if an earlier attempt still reaches
+//! the server first, JetStream answers "duplicate" and stores nothing (within the stream's
+//! duplicate window).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -134,6 +136,18 @@ impl Nats {
         true
     }
 
+    /// The stream sequence of the last message on `subject` when its `Nats-Msg-Id` is `id`:
+    /// the batch whose acknowledgement was lost was stored after all. Every publisher's
+    /// batches are published one at a time, so the last message on its subject is either
+    /// that batch or the one before; this holds however long ago the first attempt was (the
+    /// duplicate window covers only the attempts the client may still deliver after this).
+    async fn stored_last(&self, subject: &str, id: &str) -> Option<u64> {
+        let stream = self.context.get_stream_no_info(STREAM).await.ok()?;
+        let last = stream.get_last_raw_message_by_subject(subject).await.ok()?;
+        let last_id = last.headers.get("Nats-Msg-Id")?;
+        (last_id.as_str() == id).then_some(last.sequence)
+    }
+
     /// Waits for the client to be connected (or the drain deadline).
     async fn connected(&self, drain: &watch::Receiver<Option<Instant>>) -> bool {
         while self.client.connection_state() != State::Connected {
@@ -149,6 +163,19 @@ impl Nats {
 /// Whether the drain deadline has passed.
 fn past(drain: &watch::Receiver<Option<Instant>>) -> bool {
     drain.borrow().is_some_and(|d| Instant::now() >= d)
+}
+
+/// Records the stream sequence a batch was stored at; counts a sequence not above the
+/// previous batch's (the server broke the order: never expected).
+fn note_stored(counters: &Counters, id: &str, stream_seq: u64) {
+    let prev = counters.last_stream_seq.load(Ordering::Relaxed);
+    if stream_seq <= prev {
+        add(&counters.out_of_order, 1);
+        eprintln!("bridge: {id}: stored at {stream_seq}, not after {prev}: out of order");
+    }
+    counters
+        .last_stream_seq
+        .store(prev.max(stream_seq), Ordering::Relaxed);
 }
 
 /// What became of one batch.
@@ -220,6 +247,13 @@ async fn publish(
         if !nats.connected(drain).await || !nats.ensure_stream(drain).await {
             return Outcome::GaveUp;
         }
+        if attempt > 1 {
+            if let Some(stream_seq) = nats.stored_last(subject, &id).await {
+                add(&counters.found_stored, 1);
+                note_stored(counters, &id, stream_seq);
+                return Outcome::Stored;
+            }
+        }
         let result = {
             let _slot = nats.in_flight.acquire().await.expect("never closed");
             let message = PublishMessage::build()
@@ -238,17 +272,7 @@ async fn publish(
                 } else {
                     add(&counters.published, 1);
                 }
-                let prev = counters.last_stream_seq.load(Ordering::Relaxed);
-                if ack.sequence <= prev && !ack.duplicate {
-                    add(&counters.out_of_order, 1);
-                    eprintln!(
-                        "bridge: {id}: stored at {} after {prev}: out of order",
-                        ack.sequence
-                    );
-                }
-                counters
-                    .last_stream_seq
-                    .store(prev.max(ack.sequence), Ordering::Relaxed);
+                note_stored(counters, &id, ack.sequence);
                 return Outcome::Stored;
             }
             Err(e) => {
