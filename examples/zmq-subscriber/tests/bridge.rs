@@ -897,3 +897,67 @@ async fn a_lost_acknowledgement_beyond_the_duplicate_window_is_found_not_stored_
         p["retries"]
     );
 }
+
+/// Throughput (opt-in, run in release: `cargo test --release --test bridge throughput --
+/// --ignored --nocapture`): 4 publishers send 5,000 batches each as fast as they can; every
+/// batch must be stored once, in order; prints batches/s for one publisher and for four.
+#[tokio::test]
+#[ignore = "a measurement: run it in release with --ignored"]
+async fn throughput() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    for publishers in [1u64, 4] {
+        let mut nats = NatsServer::new(binary.clone());
+        nats.start();
+        let mut engines = Vec::new();
+        let mut endpoints = Vec::new();
+        for w in 0..publishers {
+            let (e, ep) = engine().await;
+            engines.push(e);
+            endpoints.push(format!("{ep}={w}"));
+        }
+        let bridge = Bridge::start(&nats.url(), &endpoints, &[]);
+        bridge
+            .wait_for("connected, epoch", publishers as usize)
+            .await;
+        let js = client(&nats.url()).await;
+        // The stream exists once a first batch went through.
+        for e in engines.iter_mut() {
+            send(e, 0, &fixture(0)).await;
+        }
+        wait_for_messages(&js, publishers, &bridge).await;
+        const N: u64 = 5_000;
+        let started = Instant::now();
+        for seq in 1..=N {
+            for e in engines.iter_mut() {
+                send(e, seq, &fixture(seq)).await;
+            }
+            if seq % 256 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let sent = started.elapsed();
+        wait_for_messages(&js, publishers * (N + 1), &bridge).await;
+        let took = started.elapsed();
+        let messages = stream_messages(&js).await;
+        for w in 0..publishers {
+            let mine: Vec<&Stored> = messages
+                .iter()
+                .filter(|m| m.subject == format!("kvidx.events.{w}.0"))
+                .collect();
+            check_publisher(&mine, w, 0, &(0..=N).collect::<Vec<_>>(), fixture);
+        }
+        let (summary, code, _) = bridge.stop();
+        assert_eq!(code, 0, "{summary}");
+        eprintln!(
+            "throughput: {publishers} publisher(s) x {N} batches (~470 B) sent in {:.2} s, all \
+             stored in {:.2} s: {:.0} batches/s ({:.0} per publisher), peak buffer {} B",
+            sent.as_secs_f64(),
+            took.as_secs_f64(),
+            (publishers * N) as f64 / took.as_secs_f64(),
+            N as f64 / took.as_secs_f64(),
+            summary["buffer"]["peak"]
+        );
+    }
+}
