@@ -135,9 +135,9 @@ cargo clippy -q --manifest-path "$manifest" --target-dir "$target" --all-targets
 cargo build -q --manifest-path "$manifest" --target-dir "$target"
 cargo test -q --manifest-path "$manifest" --target-dir "$target" --bins 2>&1 | grep -E '^test result|FAILED|panicked'
 
-echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, byte cap)"
+echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, lost ack, byte cap, replay)"
 cargo test -q --manifest-path "$manifest" --target-dir "$target" --test bridge -- --nocapture 2>&1 |
-  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:'
+  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:|replay:'
 subscriber="$target/debug/kvidx-zmq-subscriber"
 
 echo "== engine: end-to-end on loopback (with replay)"

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Counters of one engine publisher; every field is a running total.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Batches taken from ZMQ (3 frames, 8-byte sequence) and queued for publishing.
+    /// Batches taken from ZMQ (3 frames, 8-byte sequence; live or replayed) and queued for
+    /// publishing.
     pub received: AtomicU64,
     /// Their payload bytes.
     pub received_bytes: AtomicU64,
@@ -15,9 +16,14 @@ pub struct Counters {
     /// Batches the engine feed's decoder refuses (published all the same: the stream carries
     /// what the engine sent; a replica's feed counts them).
     pub malformed: AtomicU64,
-    /// Sequence gaps seen on ZMQ (batches the PUB dropped or sent while disconnected).
+    /// Batches obtained from the replay socket for a gap (and queued like the others).
+    pub replayed: AtomicU64,
+    /// Replay requests that failed (the gap stays).
+    pub replay_failures: AtomicU64,
+    /// Sequence gaps left in what was queued (batches the PUB dropped or sent while
+    /// disconnected, and the replay, if any, did not have).
     pub gaps: AtomicU64,
-    /// Batches missing in those gaps.
+    /// Batches missing in those gaps (never queued).
     pub missed: AtomicU64,
     /// Sequences going backwards (an engine restart).
     pub restarts: AtomicU64,
@@ -75,11 +81,13 @@ impl Counters {
 
     /// The counters as a JSON object's fields.
     pub fn json_fields(&self) -> String {
-        let fields: [(&str, &AtomicU64); 21] = [
+        let fields: [(&str, &AtomicU64); 23] = [
             ("received", &self.received),
             ("received_bytes", &self.received_bytes),
             ("bad_frames", &self.bad_frames),
             ("malformed", &self.malformed),
+            ("replayed", &self.replayed),
+            ("replay_failures", &self.replay_failures),
             ("gaps", &self.gaps),
             ("missed", &self.missed),
             ("restarts", &self.restarts),

@@ -76,6 +76,7 @@ async fn run(o: BridgeOptions) -> i32 {
         buffer_cap: cap,
         epochs: source::EpochClock::default(),
         bridge: Arc::clone(&bridge),
+        replay_limits: o.replay_limits,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let (drain_tx, drain_rx) = watch::channel(None::<Instant>);

@@ -2,18 +2,22 @@
 //!
 //! ```text
 //! kvidx-zmq-subscriber bridge --nats nats://127.0.0.1:4222 \
-//!     --endpoint tcp://10.0.0.7:5557=7 --endpoint tcp://10.0.0.7:5558=7:1 [--endpoint ...] \
+//!     --endpoint tcp://10.0.0.7:5557=7 --replay tcp://10.0.0.7:5567 \
+//!     --endpoint tcp://10.0.0.7:5558=7:1 [--replay -] [--endpoint ...] \
 //!     [--format vllm|sglang] [--topic kv@] [--max-buffer-bytes 268435456] [--max-in-flight 256] \
 //!     [--ack-timeout-ms 2000] [--duplicate-window-s 120] [--drain-timeout-ms 10000] \
-//!     [--connect-timeout-ms 2000] [--max-message-bytes 67108864] [--max-seconds 0]
+//!     [--connect-timeout-ms 2000] [--max-message-bytes 67108864] [--max-seconds 0] \
+//!     [--replay-max-batches 10000] [--replay-max-bytes 67108864] [--replay-timeout-ms 10000]
 //! ```
 //! `--endpoint URL=WORKER_ID[:DP_RANK]` names one engine publisher and the worker its batches
-//! belong to (DP rank 0 when omitted); each `(worker_id, dp_rank)` may appear once.
+//! belong to (DP rank 0 when omitted); each `(worker_id, dp_rank)` may appear once. The i-th
+//! `--replay` is the i-th endpoint's replay socket (`-`: none), as in the subscriber mode.
 
 use std::time::Duration;
 
 use kvidx::engine::Format;
 
+use crate::replay::ReplayLimits;
 use crate::zmtp;
 
 /// One engine publisher to bridge.
@@ -25,6 +29,8 @@ pub struct Endpoint {
     pub worker_id: u64,
     /// The worker's DP rank.
     pub dp_rank: u32,
+    /// The engine's ROUTER replay endpoint, asked for the batches of a gap.
+    pub replay: Option<String>,
 }
 
 impl Endpoint {
@@ -68,13 +74,17 @@ pub struct BridgeOptions {
     pub limits: zmtp::Limits,
     /// Stop after this long (`None`: at SIGINT or SIGTERM only).
     pub max_run: Option<Duration>,
+    /// Bounds on one replay reply.
+    pub replay_limits: ReplayLimits,
 }
 
 /// The usage line printed on a bad command line.
-pub const USAGE: &str = "usage: kvidx-zmq-subscriber bridge --nats URL --endpoint URL=WORKER_ID[:DP_RANK] \
-[--endpoint ...] [--format vllm|sglang] [--topic PREFIX] [--max-buffer-bytes N] [--max-in-flight N] \
+pub const USAGE: &str = "usage: kvidx-zmq-subscriber bridge --nats URL \
+--endpoint URL=WORKER_ID[:DP_RANK] [--replay URL|-] [--endpoint ... [--replay ...]] \
+[--format vllm|sglang] [--topic PREFIX] [--max-buffer-bytes N] [--max-in-flight N] \
 [--ack-timeout-ms N] [--duplicate-window-s N] [--drain-timeout-ms N] [--connect-timeout-ms N] \
-[--max-message-bytes N] [--max-seconds N]";
+[--max-message-bytes N] [--max-seconds N] [--replay-max-batches N] [--replay-max-bytes N] \
+[--replay-timeout-ms N]";
 
 fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
     let (url, who) = v
@@ -99,6 +109,7 @@ fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
         url: url.to_owned(),
         worker_id,
         dp_rank,
+        replay: None,
     })
 }
 
@@ -117,7 +128,9 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<BridgeOptions, String
         connect_timeout: Duration::from_secs(2),
         limits: zmtp::Limits::default(),
         max_run: None,
+        replay_limits: ReplayLimits::default(),
     };
+    let mut replays: Vec<Option<String>> = Vec::new();
     let mut args = args.peekable();
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -125,6 +138,15 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<BridgeOptions, String
         match flag.as_str() {
             "--nats" => o.nats = value()?,
             "--endpoint" => o.endpoints.push(parse_endpoint(&value()?)?),
+            "--replay" => {
+                let v = value()?;
+                replays.push((v != "-").then_some(v));
+            }
+            "--replay-max-batches" => o.replay_limits.max_batches = num(value()?)? as usize,
+            "--replay-max-bytes" => o.replay_limits.max_bytes = num(value()?)? as usize,
+            "--replay-timeout-ms" => {
+                o.replay_limits.total = Duration::from_millis(num(value()?)?.max(1))
+            }
             "--format" => {
                 o.format = match value()?.as_str() {
                     "vllm" => Format::Vllm,
@@ -166,6 +188,12 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<BridgeOptions, String
     if o.endpoints.is_empty() {
         return Err("at least one --endpoint is needed".into());
     }
+    if replays.len() > o.endpoints.len() {
+        return Err("more --replay than --endpoint".into());
+    }
+    for (endpoint, replay) in o.endpoints.iter_mut().zip(replays) {
+        endpoint.replay = replay;
+    }
     for (i, a) in o.endpoints.iter().enumerate() {
         if let Some(b) = o.endpoints[..i]
             .iter()
@@ -200,7 +228,8 @@ mod tests {
     fn endpoints_name_their_worker_and_rank() {
         let o = parse(args(
             "--nats nats://127.0.0.1:4222 --endpoint tcp://h:5557=7 --endpoint tcp://h:5558=7:1 \
-             --format sglang --max-buffer-bytes 1024 --max-seconds 3",
+             --replay - --replay tcp://h:5568 --format sglang --max-buffer-bytes 1024 \
+             --max-seconds 3 --replay-max-batches 5",
         ))
         .unwrap();
         assert_eq!(
@@ -209,12 +238,14 @@ mod tests {
                 Endpoint {
                     url: "tcp://h:5557".into(),
                     worker_id: 7,
-                    dp_rank: 0
+                    dp_rank: 0,
+                    replay: None,
                 },
                 Endpoint {
                     url: "tcp://h:5558".into(),
                     worker_id: 7,
-                    dp_rank: 1
+                    dp_rank: 1,
+                    replay: Some("tcp://h:5568".into()),
                 }
             ]
         );
@@ -222,6 +253,7 @@ mod tests {
         assert_eq!(o.format, Format::Sglang);
         assert_eq!(o.max_buffer_bytes, 1024);
         assert_eq!(o.max_run, Some(Duration::from_secs(3)));
+        assert_eq!(o.replay_limits.max_batches, 5);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Each batch read is held (its payload counted against `--max-buffer-bytes`) until JetStream
 //! acknowledges it. At the cap the reader stops reading: the engine's PUB then queues up to
 //! its high-water mark and drops the rest for this subscriber, which the bridge sees as a
-//! sequence gap when it reads again (counted in `stalls`, `stall_ms`, `gaps`, `missed`).
+//! sequence gap when it reads again (counted in `stalls`, `stall_ms`, `gaps`, `missed`), which
+//! the engine's replay socket fills when it is given (`--replay`) and still holds the range.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,7 +18,8 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use super::counters::{add, BridgeCounters, Counters};
 use super::options::Endpoint;
 use crate::publisher::connect_sub;
-use crate::zmtp::{Connection, Limits};
+use crate::replay::{self, ReplayLimits, Replayed};
+use crate::zmtp::{Connection, Limits, SocketType};
 
 /// One batch on its way to JetStream.
 #[derive(Debug)]
@@ -78,30 +80,108 @@ pub struct Shared {
     pub epochs: EpochClock,
     /// Bridge-wide counters.
     pub bridge: Arc<BridgeCounters>,
+    /// Bounds on one replay reply.
+    pub replay_limits: ReplayLimits,
 }
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// Reads `endpoint` until `stop` turns true, queueing every batch on `out`.
+/// One reader's state: where the sequence and the epoch are, and where batches go.
+struct Reader {
+    name: String,
+    shared: Arc<Shared>,
+    counters: Arc<Counters>,
+    out: mpsc::UnboundedSender<Batch>,
+    stop: watch::Receiver<bool>,
+    epoch: u64,
+    /// The last sequence taken in this epoch.
+    epoch_last: Option<u64>,
+    /// The last sequence taken (gap and restart counts).
+    last: Option<u64>,
+}
+
+impl Reader {
+    /// Begins a new epoch (a new connection, or a sequence going back within one).
+    fn new_epoch(&mut self) {
+        self.epoch = self.shared.epochs.next();
+        self.epoch_last = None;
+        add(&self.counters.epochs, 1);
+    }
+
+    /// Takes one batch: counts a gap or a restart before it, holds its bytes (waiting at the
+    /// cap) and queues it. `false` when the bridge is stopping.
+    async fn take(&mut self, seq: u64, payload: Bytes) -> bool {
+        let c = &self.counters;
+        match self.last {
+            Some(prev) if seq > prev.saturating_add(1) => {
+                add(&c.gaps, 1);
+                add(&c.missed, seq - prev - 1);
+            }
+            Some(prev) if seq <= prev => add(&c.restarts, 1),
+            _ => {}
+        }
+        self.last = Some(seq);
+        if self.epoch_last.is_some_and(|l| seq <= l) {
+            // The sequence went back without a disconnect (a restart behind a proxy):
+            // a new epoch keeps the message ids unique.
+            self.new_epoch();
+            eprintln!(
+                "bridge: {}: sequence went back to {seq}, epoch {}",
+                self.name, self.epoch
+            );
+        }
+        self.epoch_last = Some(seq);
+        let c = &self.counters;
+        if decode_batch(self.shared.format, &payload).is_err() {
+            add(&c.malformed, 1);
+        }
+        let Some(held) = hold(&self.name, &self.shared, c, payload.len(), &mut self.stop).await
+        else {
+            add(&c.undelivered, 1); // taken from ZMQ, stopped before it could be held
+            return false;
+        };
+        add(&c.received, 1);
+        add(&c.received_bytes, payload.len() as u64);
+        c.last_seq.store(seq, Ordering::Relaxed);
+        let batch = Batch {
+            seq,
+            epoch: self.epoch,
+            payload,
+            _held: held,
+        };
+        self.out.send(batch).is_ok() // an error: the publishing side has gone (stopping)
+    }
+}
+
+/// Reads `endpoint` until `stop` turns true, queueing every batch on `out`. On a sequence
+/// gap, when the endpoint has a replay socket, the missing batches are asked for first and
+/// queued in order before the batch that revealed the gap (those the replay no longer has
+/// stay a gap).
 pub async fn run(
     endpoint: Endpoint,
     shared: Arc<Shared>,
     counters: Arc<Counters>,
     out: mpsc::UnboundedSender<Batch>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let name = format!(
-        "worker {} dp_rank {} ({})",
-        endpoint.worker_id, endpoint.dp_rank, endpoint.url
-    );
+    let mut r = Reader {
+        name: format!(
+            "worker {} dp_rank {} ({})",
+            endpoint.worker_id, endpoint.dp_rank, endpoint.url
+        ),
+        shared: Arc::clone(&shared),
+        counters: Arc::clone(&counters),
+        out,
+        stop,
+        epoch: 0,
+        epoch_last: None,
+        last: None,
+    };
     let mut sub: Option<Connection> = None;
+    let mut dealer: Option<Connection> = None;
     let mut backoff = INITIAL_BACKOFF;
-    let mut epoch = 0u64;
-    // The last sequence of this epoch, and the last one overall (gap and restart counts).
-    let mut epoch_last: Option<u64> = None;
-    let mut last: Option<u64> = None;
-    while !*stop.borrow() {
+    while !*r.stop.borrow() {
         let Some(socket) = sub.as_mut() else {
             let connect = connect_sub(
                 &endpoint.url,
@@ -111,36 +191,34 @@ pub async fn run(
             );
             let connected = tokio::select! {
                 c = connect => c,
-                _ = stop.changed() => break,
+                _ = r.stop.changed() => break,
             };
             match connected {
                 Ok(s) => {
                     sub = Some(s);
                     add(&counters.connects, 1);
-                    epoch = shared.epochs.next();
-                    epoch_last = None;
-                    add(&counters.epochs, 1);
-                    eprintln!("bridge: {name}: connected, epoch {epoch}");
+                    r.new_epoch();
+                    eprintln!("bridge: {}: connected, epoch {}", r.name, r.epoch);
                 }
                 Err(e) => {
                     add(&counters.connect_failures, 1);
-                    eprintln!("bridge: {name}: {e}; connecting again");
-                    pause(&mut backoff, &mut stop).await;
+                    eprintln!("bridge: {}: {e}; connecting again", r.name);
+                    pause(&mut backoff, &mut r.stop).await;
                 }
             }
             continue;
         };
         let received = tokio::select! {
             m = socket.recv() => m,
-            _ = stop.changed() => break,
+            _ = r.stop.changed() => break,
         };
         let frames = match received {
             Ok(frames) => frames,
             Err(e) => {
                 add(&counters.disconnects, 1);
-                eprintln!("bridge: {name}: {e}; connecting again");
+                eprintln!("bridge: {}: {e}; connecting again", r.name);
                 sub = None;
-                pause(&mut backoff, &mut stop).await;
+                pause(&mut backoff, &mut r.stop).await;
                 continue;
             }
         };
@@ -162,43 +240,60 @@ pub async fn run(
             }
         };
         drop(frames);
-        match last {
-            Some(prev) if seq > prev.saturating_add(1) => {
-                add(&counters.gaps, 1);
-                add(&counters.missed, seq - prev - 1);
+        if let (Some(prev), Some(url)) = (r.last, &endpoint.replay) {
+            if seq > prev.saturating_add(1) {
+                let fetched = tokio::select! {
+                    f = fetch_gap(url, &mut dealer, prev + 1, &shared) => f,
+                    _ = r.stop.changed() => break,
+                };
+                match fetched {
+                    Ok(batches) => {
+                        for b in batches {
+                            // Only the missing ones, in order (the reply may start later
+                            // than asked; what it lacks stays a gap).
+                            if b.seq > r.last.unwrap_or(prev) && b.seq < seq {
+                                add(&counters.replayed, 1);
+                                if !r.take(b.seq, b.payload).await {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        add(&counters.replay_failures, 1);
+                        eprintln!("bridge: {}: {e}", r.name);
+                        dealer = None; // the rest of a failed reply may still come
+                    }
+                }
             }
-            Some(prev) if seq <= prev => add(&counters.restarts, 1),
-            _ => {}
         }
-        last = Some(seq);
-        if epoch_last.is_some_and(|l| seq <= l) {
-            // The sequence went back without a disconnect (a restart behind a proxy):
-            // a new epoch keeps the message ids unique.
-            epoch = shared.epochs.next();
-            add(&counters.epochs, 1);
-            eprintln!("bridge: {name}: sequence went back to {seq}, epoch {epoch}");
-        }
-        epoch_last = Some(seq);
-        if decode_batch(shared.format, &payload).is_err() {
-            add(&counters.malformed, 1);
-        }
-        let Some(held) = hold(&name, &shared, &counters, payload.len(), &mut stop).await else {
-            add(&counters.undelivered, 1); // taken from ZMQ, stopped before it could be held
+        if !r.take(seq, payload).await {
             break;
-        };
-        add(&counters.received, 1);
-        add(&counters.received_bytes, payload.len() as u64);
-        counters.last_seq.store(seq, Ordering::Relaxed);
-        let batch = Batch {
-            seq,
-            epoch,
-            payload,
-            _held: held,
-        };
-        if out.send(batch).is_err() {
-            break; // the publishing side has gone: the bridge is stopping
         }
     }
+}
+
+/// Asks the replay socket at `url` for every batch from `from` on (connecting a DEALER when
+/// there is none).
+async fn fetch_gap(
+    url: &str,
+    dealer: &mut Option<Connection>,
+    from: u64,
+    shared: &Shared,
+) -> Result<Vec<Replayed>, String> {
+    if dealer.is_none() {
+        let d = Connection::connect(
+            url,
+            SocketType::Dealer,
+            shared.limits,
+            shared.connect_timeout,
+        )
+        .await
+        .map_err(|e| format!("replay {e}"))?;
+        *dealer = Some(d);
+    }
+    let d = dealer.as_mut().expect("connected above");
+    replay::fetch(d, from, &shared.replay_limits).await
 }
 
 /// Takes `len` bytes of the cap (at most the whole cap, so one batch larger than the cap
