@@ -368,7 +368,7 @@ fn check_publisher(
     worker: u64,
     rank: u64,
     expected: &[u64],
-    payload: impl Fn(u64) -> Vec<u8>,
+    mut payload: impl FnMut(u64) -> Vec<u8>,
 ) {
     let seqs: Vec<u64> = messages
         .iter()
@@ -1060,4 +1060,110 @@ async fn gaps_are_filled_from_the_replay_socket_in_order() {
         "replay: {} batches replayed into 2 gaps, {} missed (no longer in the replay buffer)",
         p["replayed"], p["missed"]
     );
+}
+
+/// The engine restarts behind the same connection (its sequence goes back to 0): the bridge
+/// begins a new epoch, so the new batches get new message ids and are stored (the same ids
+/// would have been dropped as duplicates); the replicas see the sequence go back.
+#[tokio::test]
+async fn an_engine_restart_begins_a_new_epoch_and_nothing_is_taken_for_a_duplicate() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let mut nats = NatsServer::new(binary);
+    nats.start();
+    let (mut e, ep) = engine().await;
+    let bridge = Bridge::start(&nats.url(), &[format!("{ep}=2")], &[]);
+    bridge.wait_for("connected, epoch", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent: Vec<u64> = (0..50).chain(0..20).collect();
+    for (i, &seq) in sent.iter().enumerate() {
+        send(&mut e, seq, &fixture(seq + i as u64)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let js = client(&nats.url()).await;
+    wait_for_messages(&js, sent.len() as u64, &bridge).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let messages = stream_messages(&js).await;
+    let mine: Vec<&Stored> = messages.iter().collect();
+    let mut i = 0;
+    check_publisher(&mine, 2, 0, &sent, |seq| {
+        let p = fixture(seq + i);
+        i += 1;
+        p
+    });
+    let epochs: Vec<&str> = mine
+        .iter()
+        .map(|m| m.headers["Kvidx-Engine-Epoch"].as_str())
+        .collect();
+    assert!(epochs[..50].iter().all(|e| *e == epochs[0]));
+    assert!(epochs[50..].iter().all(|e| *e == epochs[50]));
+    assert!(epochs[50].parse::<u64>().unwrap() > epochs[0].parse::<u64>().unwrap());
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 2, 0);
+    assert_eq!(p["restarts"], 1, "{p}");
+    assert_eq!(p["epochs"], 2, "{p}");
+    assert_eq!(p["published"], sent.len() as u64, "{p}");
+}
+
+/// A batch larger than the server's max_payload (1 MiB by default) cannot be stored: it is
+/// dropped and counted, and the batches after it go on.
+#[tokio::test]
+async fn a_batch_over_max_payload_is_dropped_and_counted() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let mut nats = NatsServer::new(binary);
+    nats.start();
+    let (mut e, ep) = engine().await;
+    let bridge = Bridge::start(&nats.url(), &[format!("{ep}=1")], &[]);
+    bridge.wait_for("connected, epoch", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    send(&mut e, 0, &fixture(0)).await;
+    send(&mut e, 1, &vec![0x90; 3 << 19]).await; // 1.5 MiB
+    send(&mut e, 2, &fixture(2)).await;
+    let js = client(&nats.url()).await;
+    wait_for_messages(&js, 2, &bridge).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let messages = stream_messages(&js).await;
+    let mine: Vec<&Stored> = messages.iter().collect();
+    check_publisher(&mine, 1, 0, &[0, 2], fixture);
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 1, 0);
+    assert_eq!(p["too_large"], 1, "{p}");
+    assert_eq!(p["published"], 2, "{p}");
+    assert!(log.contains("DROPPED"), "{log}");
+}
+
+/// Stopped while NATS is unreachable: the bridge drains for --drain-timeout-ms, then exits 1
+/// and counts the batches it held as undelivered.
+#[tokio::test]
+async fn a_stop_without_nats_reports_what_was_left_undelivered() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let nats = NatsServer::new(binary); // never started
+    let (mut e, ep) = engine().await;
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[format!("{ep}=1")],
+        &["--drain-timeout-ms", "300"],
+    );
+    bridge.wait_for("connected, epoch", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for seq in 0..5 {
+        send(&mut e, seq, &fixture(seq)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let (summary, code, log) = bridge.stop();
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{summary}\n{log}");
+    let p = publisher_summary(&summary, 1, 0);
+    assert_eq!(p["received"], 5, "{p}");
+    assert_eq!(p["undelivered"], 5, "{p}");
+    assert_eq!(p["published"], 0, "{p}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
 }
