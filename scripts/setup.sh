@@ -21,6 +21,8 @@ command -v make >/dev/null || need+=(make)
 # The engine-event tests' Python side (fixture generator, ZMQ publishers): Debian's packages,
 # never pip (Debian 12's Python refuses pip installs: externally-managed-environment).
 bash "$(dirname "$0")/python.sh" >/dev/null 2>&1 || need+=(python3 python3-msgpack python3-zmq)
+# The JetStream bridge's tests start a real nats-server (Debian 12: 2.9.x, in /usr/sbin).
+command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "setup: installing ${need[*]}"

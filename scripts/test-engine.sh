@@ -5,8 +5,11 @@
 # (an allocation sized by a hostile length prefix would abort), and the ZMQ subscriber example
 # passes the loopback end-to-end test (pyzmq publishers with gaps, replay and a restart),
 # with and without replay sockets, and with hostile endpoints (raw TCP junk, a replay that
-# never ends). Python with msgpack and pyzmq: see scripts/python.sh
-# (scripts/setup.sh installs Debian's python3-msgpack and python3-zmq).
+# never ends), and its JetStream bridge passes its end-to-end tests against a real nats-server
+# (started by the tests on 127.0.0.1: order, headers, de-duplication, a server restart and a
+# frozen server mid-stream, the byte cap; under CI=true a missing nats-server fails them).
+# Python with msgpack and pyzmq: see scripts/python.sh (scripts/setup.sh installs Debian's
+# python3-msgpack, python3-zmq and nats-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -130,7 +133,11 @@ manifest=examples/zmq-subscriber/Cargo.toml
 cargo fmt --manifest-path "$manifest" -- --check
 cargo clippy -q --manifest-path "$manifest" --target-dir "$target" --all-targets -- -D warnings
 cargo build -q --manifest-path "$manifest" --target-dir "$target"
-cargo test -q --manifest-path "$manifest" --target-dir "$target" 2>&1 | grep -E '^test result|FAILED|panicked'
+cargo test -q --manifest-path "$manifest" --target-dir "$target" --bins 2>&1 | grep -E '^test result|FAILED|panicked'
+
+echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, lost ack, byte cap, replay)"
+cargo test -q --manifest-path "$manifest" --target-dir "$target" --test bridge -- --nocapture 2>&1 |
+  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:|replay:'
 subscriber="$target/debug/kvidx-zmq-subscriber"
 
 echo "== engine: end-to-end on loopback (with replay)"

@@ -16,7 +16,16 @@
 //! end; a replay reply beyond the `--replay-max-*` limits or the timeout counts as a failed
 //! replay (the worker is cleared, as without replay). A peer's frames and messages are bounded
 //! by `--max-message-bytes` (beyond: the connection is dropped and made again); see `zmtp`.
+//!
+//! With `bridge` as its first argument it is instead a bridge to NATS JetStream: it publishes
+//! every batch to the stream `KVIDX_EVENTS` (see the `bridge` module and docs/bridge.md):
+//!
+//! ```text
+//! kvidx-zmq-subscriber bridge --nats nats://127.0.0.1:4222 --endpoint tcp://10.0.0.7:5557=7 \
+//!     [--endpoint tcp://10.0.0.7:5558=7:1 ...] [--format vllm|sglang] [--topic kv@] ...
+//! ```
 
+mod bridge;
 mod publisher;
 mod replay;
 mod zmtp;
@@ -150,7 +159,12 @@ fn report_json(source: &Source, r: &Report) -> String {
 }
 
 fn main() {
-    let options = match parse_args(std::env::args().skip(1)) {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("bridge") {
+        args.next();
+        std::process::exit(bridge::main(args));
+    }
+    let options = match parse_args(args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("kvidx-zmq-subscriber: {e}");

@@ -67,7 +67,7 @@ pub struct Timing {
 }
 
 /// Connects to a PUB endpoint and subscribes to `topic`, within `timeout`.
-async fn connect_sub(
+pub(crate) async fn connect_sub(
     endpoint: &str,
     topic: &str,
     limits: zmtp::Limits,
