@@ -270,7 +270,15 @@ fn rust_errors_map_to_their_status_codes() {
         c_convert::status_of(Error::ShutDown),
         kvidx_status::KVIDX_ERR_SHUT_DOWN
     );
-    for code in 0..=9u32 {
+    assert_eq!(
+        c_convert::status_of(Error::Malformed("x")),
+        kvidx_status::KVIDX_ERR_MALFORMED
+    );
+    assert_eq!(
+        c_convert::status_of(Error::Io(std::io::ErrorKind::Other)),
+        kvidx_status::KVIDX_ERR_IO
+    );
+    for code in 0..=10u32 {
         // SAFETY: kvidx_status_str returns a static NUL-terminated string.
         let text = unsafe { std::ffi::CStr::from_ptr(kvidx_status_str(code)) };
         assert!(text.to_str().unwrap().starts_with("KVIDX_"), "{code}");
@@ -283,7 +291,8 @@ fn rust_errors_map_to_their_status_codes() {
     };
     assert!(text(kvidx_status::KVIDX_ERR_MALFORMED as u32).starts_with("KVIDX_ERR_MALFORMED:"));
     assert!(text(kvidx_status::KVIDX_ERR_TOO_LARGE as u32).starts_with("KVIDX_ERR_TOO_LARGE:"));
-    assert_eq!(text(10), "unknown kvidx status code");
+    assert!(text(kvidx_status::KVIDX_ERR_IO as u32).starts_with("KVIDX_ERR_IO:"));
+    assert_eq!(text(11), "unknown kvidx status code");
     assert_eq!(text(u32::MAX), "unknown kvidx status code");
 }
 
@@ -297,7 +306,7 @@ fn status_texts_come_from_one_list_covering_every_value_once() {
         assert!(text.starts_with(&format!("{status:?}: ")), "{text}");
         assert!(text.len() > format!("{status:?}: ").len(), "{text}");
     }
-    assert_eq!(all.last(), Some(&kvidx_status::KVIDX_ERR_TOO_LARGE));
+    assert_eq!(all.last(), Some(&kvidx_status::KVIDX_ERR_IO));
 }
 
 #[test]
