@@ -68,7 +68,7 @@ func (s Status) String() string {
 	case StatusPoisoned:
 		return "handle poisoned by an earlier panic"
 	case StatusMalformed:
-		return "malformed engine payload, nothing applied"
+		return "malformed input (engine payload or snapshot), nothing applied"
 	case StatusTooLarge:
 		return "engine payload larger than the maximum, nothing applied"
 	case StatusIO:
