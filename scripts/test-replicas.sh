@@ -3,7 +3,8 @@
 # generates a small workload with kvidx-bench (8 workers x 512 blocks, the first 1,200 requests
 # of data/conversation_trace.jsonl: ~112k events, 1,200 queries), then runs
 # examples/go-router's TestReplicasOnJetStream, which starts nats-server (ephemeral port,
-# temporary JetStream directory) and three router replicas in --nats mode, publishes the
+# temporary JetStream directory) and three router replicas in --nats mode (built with -race; a
+# data race in their logs fails the test), publishes the
 # workload as vLLM engine batches exactly as the bridge does, and checks convergence through
 # a kill -9 of a replica, a nats-server restart and a corrupted snapshot. It prints the
 # bootstrap time and the catch-up rate. Without nats-server the test fails under CI=true and
@@ -42,7 +43,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "== test-replicas: go test -run TestReplicasOnJetStream (examples/go-router)"
 (cd examples/go-router &&
-  KVIDX_REPLICA_E2E=1 KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
+  KVIDX_REPLICA_E2E=1 KVIDX_REPLICA_RACE=1 KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
     go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream|TestSnapshotEnvelope|TestSnapshotNames|TestParseStreamHeaders' . \
     >"$tmp/go-test.log" 2>&1) || true
 grep -E '^(--- |PASS|FAIL|ok )|replicas_test.go' "$tmp/go-test.log" | grep -vE '^\s+[0-9]{4}/[0-9]{2}/[0-9]{2} ' || true

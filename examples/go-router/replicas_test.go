@@ -661,7 +661,11 @@ func TestReplicasOnJetStream(t *testing.T) {
 	t.Logf("workload %s: %d events of %d workers in %d engine batches, %d queries", path, wl.events, len(wl.workers), len(wl.msgs), len(wl.queries))
 
 	bin := filepath.Join(dir, "go-router")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("KVIDX_REPLICA_RACE") != "" {
+		args = append(args, "-race") // the replicas under the race detector (checked in their logs)
+	}
+	build := exec.Command("go", append(args, ".")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -814,6 +818,12 @@ func TestReplicasOnJetStream(t *testing.T) {
 	for _, p := range e.replicas {
 		e.checkAccounting(p, p.report())
 	}
-	t.Logf("%s: refused %q, restored %s (S=%d) in %.1f ms", r2.name, boot2.Failed, boot2.RestoredFrom, boot2.RestoredSeq, boot2.BootstrapMs)
+	t.Logf("%s: refused %q, restored %s (S=%d, %d blocks, %d bytes) in %.1f ms", r2.name, boot2.Failed, boot2.RestoredFrom,
+		boot2.RestoredSeq, boot2.Info.Blocks, boot2.Info.Bytes, boot2.BootstrapMs)
+	for _, p := range e.replicas {
+		if logs, _ := os.ReadFile(p.logPath); bytes.Contains(logs, []byte("DATA RACE")) {
+			t.Errorf("%s: the race detector reported a data race:\n%s", p.name, p.logTail())
+		}
+	}
 	t.Logf("end-to-end replica test done in %v: %d messages, stream last sequence %d", time.Since(start).Round(time.Millisecond), e.next, last)
 }
