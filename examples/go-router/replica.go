@@ -48,6 +48,9 @@ type natsOptions struct {
 	snapshotKeep int
 	// saveSnapshots turns saving off (the replica still loads them).
 	saveSnapshots bool
+	// allowGap starts even when the stream no longer holds every message after the restored
+	// snapshot (retention removed them): the index then misses those batches.
+	allowGap bool
 }
 
 // defaultNATSOptions are the command-line defaults of --nats mode.
@@ -81,7 +84,9 @@ type replica struct {
 	// headers, malformed or oversized payloads); events the engine events decoded.
 	consumed, badMessages, events atomic.Uint64
 	sinceSnapshot                 atomic.Int64
-	reconnects                    atomic.Uint64
+	// skippedSeqs counts stream sequences never delivered (deleted from the stream).
+	skippedSeqs atomic.Uint64
+	reconnects  atomic.Uint64
 
 	// boot is what the start-up did; fixed once the consumer runs.
 	boot bootReport
@@ -115,6 +120,8 @@ type bootReport struct {
 	// feeds' sequence tracking; PrimeMissing counts publishers whose message was gone.
 	Primed       []uint64 `json:"primed"`
 	PrimeMissing int      `json:"prime_missing"`
+	// Gap counts the messages missed at start (--allow-stream-gap only).
+	Gap uint64 `json:"gap"`
 }
 
 // watermarkReport is one publisher's watermark.
@@ -180,6 +187,9 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 	if err := r.bootstrap(ctx); err != nil {
 		return fail(err)
 	}
+	if err := r.checkRetention(ctx); err != nil {
+		return fail(err)
+	}
 	if err := r.consume(ctx); err != nil {
 		return fail(err)
 	}
@@ -188,6 +198,40 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 		go r.snapshotLoop(ctx)
 	}
 	return r, nil
+}
+
+// errStreamGap reports a stream that no longer holds the messages right after the
+// replica's starting point.
+var errStreamGap = errors.New("the stream no longer holds every message after the starting point")
+
+// checkRetention refuses to start when the stream's first message is beyond the one the
+// consumer needs next (S+1, or 1 for a full replay): retention removed messages that the
+// restored index has not seen, and it would never see them (--allow-stream-gap starts anyway,
+// logging what is missed).
+func (r *replica) checkRetention(ctx context.Context) error {
+	in, err := retry(ctx, "reading the stream's state", func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return r.stream.Info(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	next := r.applied.Load() + 1
+	first := in.State.FirstSeq
+	if in.State.Msgs == 0 || first <= next {
+		return nil
+	}
+	from := "a full replay"
+	if r.boot.RestoredFrom != "" {
+		from = "after " + r.boot.RestoredFrom
+	}
+	err = fmt.Errorf("%w: %s starts at sequence %d, the replica needs %d (%s): messages %d..%d are gone; keep the stream longer than the snapshots (--snapshot-every x --snapshot-keep), or pass --allow-stream-gap",
+		errStreamGap, streamName, first, next, from, next, first-1)
+	if !r.o.allowGap {
+		return err
+	}
+	log.Printf("replica: %v (starting anyway: --allow-stream-gap)", err)
+	r.boot.Gap = first - next
+	return nil
 }
 
 // retry runs f until it succeeds or ctx ends, waiting between attempts (the server may be
@@ -451,8 +495,15 @@ func (r *replica) handle(m jetstream.Msg) {
 		return
 	}
 	seq := md.Sequence.Stream
-	if seq <= r.applied.Load() {
+	prev := r.applied.Load()
+	if seq <= prev {
 		return // delivered again after a consumer reset: already handled
+	}
+	if seq != prev+1 {
+		// Sequences the stream no longer has (deleted messages, retention while this replica
+		// was behind): nothing to apply for them here, and nothing the others applied either
+		// unless they read them before the deletion.
+		r.skippedSeqs.Add(seq - prev - 1)
 	}
 	r.consumed.Add(1)
 	if err := r.apply(m, seq); err != nil {
@@ -513,6 +564,8 @@ func parseHeaders(subject string, h nats.Header) (workerKey, kvidx.EngineFormat,
 		format = kvidx.EngineVLLM
 	case "sglang":
 		format = kvidx.EngineSGLang
+	case "trtllm":
+		format = kvidx.EngineTRTLLM
 	default:
 		return k, 0, nil, fmt.Errorf("header %s: unknown format %q", hdrFormat, f)
 	}
@@ -689,6 +742,7 @@ type replicaReport struct {
 	Lag            uint64             `json:"lag"`
 	Consumed       uint64             `json:"consumed"`
 	BadMessages    uint64             `json:"bad_messages"`
+	MissingSeqs    uint64             `json:"missing_seqs"`
 	EventsDecoded  uint64             `json:"events_decoded"`
 	Reconnects     uint64             `json:"reconnects"`
 	Connected      bool               `json:"connected"`
@@ -712,7 +766,7 @@ func (r *replica) report() (replicaReport, error) {
 		return replicaReport{}, err
 	}
 	rep := replicaReport{AppliedSeq: applied, StreamLastSeq: r.streamTop.Load(), Consumed: r.consumed.Load(),
-		BadMessages: r.badMessages.Load(), EventsDecoded: r.events.Load(), Reconnects: r.reconnects.Load(),
+		BadMessages: r.badMessages.Load(), MissingSeqs: r.skippedSeqs.Load(), EventsDecoded: r.events.Load(), Reconnects: r.reconnects.Load(),
 		Connected: r.nc.IsConnected(), Stats: st, Boot: r.boot, SnapshotsSaved: r.saved.Load(),
 		Watermarks: r.watermarks()}
 	if rep.StreamLastSeq > applied {
@@ -748,6 +802,7 @@ func (r *replica) writeMetrics(w io.Writer) {
 	gauge("router_stream_lag_messages", "Stream last sequence minus the applied one.", float64(rep.Lag))
 	counter("router_stream_messages_total", "Stream messages handled since start.", rep.Consumed)
 	counter("router_stream_bad_messages_total", "Stream messages refused (bad headers, malformed or oversized payload).", rep.BadMessages)
+	counter("router_stream_missing_seqs_total", "Stream sequences never delivered (messages deleted from the stream).", rep.MissingSeqs)
 	counter("router_nats_reconnects_total", "Reconnections to the NATS server.", rep.Reconnects)
 	b := 0.0
 	if rep.Connected {

@@ -645,6 +645,101 @@ func (e *e2eEnv) checkAnswers(label string, minQueries int) {
 		label, len(queries), hits, len(e.replicas))
 }
 
+// buildRouter builds the router binary into dir (with -race when KVIDX_REPLICA_RACE is set).
+func buildRouter(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "go-router")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("KVIDX_REPLICA_RACE") != "" {
+		args = append(args, "-race") // the replicas under the race detector (checked in their logs)
+	}
+	build := exec.Command("go", append(args, ".")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startNATS starts nats-server with JetStream in dir/js, stopped when the test ends.
+func startNATS(t *testing.T, natsBin, dir string) *natsServer {
+	t.Helper()
+	nlog, err := os.Create(filepath.Join(dir, "nats-server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nlog.Close() })
+	ns := &natsServer{t: t, bin: natsBin, dir: filepath.Join(dir, "js"), port: freePort(t), log: nlog}
+	ns.start()
+	t.Cleanup(ns.stop)
+	return ns
+}
+
+// TestReplicaRefusesAStreamGap: when retention dropped messages the replica would need (here
+// a full replay of a stream whose first message is 21), it refuses to start and says why;
+// with --allow-stream-gap it starts, reports the gap and applies what is there.
+func TestReplicaRefusesAStreamGap(t *testing.T) {
+	if os.Getenv("KVIDX_REPLICA_E2E") == "" {
+		t.Skip("end-to-end replica test against nats-server: run scripts/test-replicas.sh (or set KVIDX_REPLICA_E2E=1)")
+	}
+	natsBin := natsServerBinary(t)
+	dir := t.TempDir()
+	wl := loadE2EWorkload(t, "testdata/workload.jsonl", 4)
+	bin := buildRouter(t, dir)
+	ns := startNATS(t, natsBin, dir)
+	nc, err := nats.Connect(ns.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName,
+		Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage, MaxMsgs: 10}); err != nil {
+		t.Fatal(err)
+	}
+	pub := &bridgePublisher{t: t, js: js, epoch: "e1"}
+	for _, m := range wl.msgs[:30] {
+		pub.publish(m)
+	}
+	logPath := filepath.Join(dir, "refused.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "-nats", ns.url())
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the replica did not refuse to start")
+	}
+	lf.Close()
+	logs, _ := os.ReadFile(logPath)
+	if err == nil || !bytes.Contains(logs, []byte("KVIDX_EVENTS starts at sequence 21, the replica needs 1")) {
+		t.Fatalf("exit %v; log:\n%s", err, logs)
+	}
+
+	p := &routerProc{t: t, name: "gap-replica", bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		logPath: filepath.Join(dir, "allowed.log"), client: &http.Client{Timeout: 10 * time.Second},
+		args: []string{"-nats", ns.url(), "-allow-stream-gap"}}
+	p.start()
+	defer p.kill9()
+	r := p.waitApplied(30, 30*time.Second)
+	if r.Boot.Gap != 20 || r.Consumed != 10 || r.Stats.BatchesApplied != 10 {
+		t.Fatalf("with --allow-stream-gap: gap %d, consumed %d, stats %+v; want 20, 10, 10 applied", r.Boot.Gap, r.Consumed, r.Stats)
+	}
+	t.Logf("refused with %q; with --allow-stream-gap: gap of %d messages reported, %d applied",
+		strings.TrimSpace(string(logs[bytes.LastIndex(logs, []byte("replica")):])), r.Boot.Gap, r.Stats.BatchesApplied)
+}
+
 // TestReplicasOnJetStream is the end-to-end replica test (see the top of this file).
 func TestReplicasOnJetStream(t *testing.T) {
 	if os.Getenv("KVIDX_REPLICA_E2E") == "" {
@@ -660,23 +755,8 @@ func TestReplicasOnJetStream(t *testing.T) {
 	wl := loadE2EWorkload(t, path, 8)
 	t.Logf("workload %s: %d events of %d workers in %d engine batches, %d queries", path, wl.events, len(wl.workers), len(wl.msgs), len(wl.queries))
 
-	bin := filepath.Join(dir, "go-router")
-	args := []string{"build", "-o", bin}
-	if os.Getenv("KVIDX_REPLICA_RACE") != "" {
-		args = append(args, "-race") // the replicas under the race detector (checked in their logs)
-	}
-	build := exec.Command("go", append(args, ".")...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	nlog, err := os.Create(filepath.Join(dir, "nats-server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nlog.Close()
-	ns := &natsServer{t: t, bin: natsBin, dir: filepath.Join(dir, "js"), port: freePort(t), log: nlog}
-	ns.start()
-	defer ns.stop()
+	bin := buildRouter(t, dir)
+	ns := startNATS(t, natsBin, dir)
 
 	nc, err := nats.Connect(ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {

@@ -89,7 +89,7 @@ func TestParseStreamHeaders(t *testing.T) {
 		{"kvidx.events.7.3", "", "", "does not match"},
 		{"kvidx.events.7.2", hdrWorkerID, "x", hdrWorkerID},
 		{"kvidx.events.7.2", hdrDpRank, "4294967296", hdrDpRank},
-		{"kvidx.events.7.2", hdrFormat, "trtllm", "unknown format"},
+		{"kvidx.events.7.2", hdrFormat, "tgi", "unknown format"},
 		{"kvidx.events.7.2", hdrEngineSeq, "-1", hdrEngineSeq},
 	} {
 		h2 := nats.Header{}
