@@ -6,8 +6,9 @@
 # temporary JetStream directory) and three router replicas in --nats mode (built with -race; a
 # data race in their logs fails the test), publishes the
 # workload as vLLM engine batches exactly as the bridge does, and checks convergence through
-# a kill -9 of a replica, a nats-server restart and a corrupted snapshot. It prints the
-# bootstrap time and the catch-up rate. Without nats-server the test fails under CI=true and
+# a kill -9 of a replica, a nats-server restart and a corrupted snapshot, then once more with
+# the replicas built with CGO_ENABLED=0 (purego). It prints the bootstrap time and the
+# catch-up rate. Without nats-server the test fails under CI=true and
 # is skipped (with a message) otherwise; scripts/setup.sh installs Debian's nats-server.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -57,4 +58,16 @@ if ! grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test.log"; then
 fi
 grep -q '^--- PASS: TestReplicaRefusesAStreamGap' "$tmp/go-test.log" &&
   grep -q '^ok ' "$tmp/go-test.log" || { tail -100 "$tmp/go-test.log"; echo "test-replicas: FAILED" >&2; exit 1; }
+
+# The same end to end with the replicas built without cgo (purego: the snapshot streams go
+# through purego callbacks).
+echo "== test-replicas: the same with CGO_ENABLED=0 (purego replicas)"
+(cd examples/go-router &&
+  CGO_ENABLED=0 KVIDX_LIBRARY_PATH="$prefix/lib/libkvidx.so.0" KVIDX_REPLICA_E2E=1 \
+    KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
+    go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream' . >"$tmp/go-test-purego.log" 2>&1) || true
+grep -E '^(--- |ok )|bootstrap from' "$tmp/go-test-purego.log" || true
+grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test-purego.log" ||
+  { tail -200 "$tmp/go-test-purego.log"; echo "test-replicas: FAILED (purego)" >&2; exit 1; }
 echo "test-replicas: passed"
+
