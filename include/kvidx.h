@@ -19,7 +19,9 @@
  *   handle, after which every call on it returns KVIDX_ERR_POISONED; free it and make a new one.
  *   Engine payloads (kvidx_apply_engine_batch, kvidx_engine_feed_apply) that do not decode give
  *   KVIDX_ERR_MALFORMED, and payloads above KVIDX_ENGINE_MAX_PAYLOAD bytes KVIDX_ERR_TOO_LARGE;
- *   either way nothing is applied. kvidx_status_str() describes any code.
+ *   either way nothing is applied. Snapshots that do not decode give KVIDX_ERR_MALFORMED and a
+ *   failing snapshot callback or file KVIDX_ERR_IO; either way a restore leaves the indexer
+ *   empty. kvidx_status_str() describes any code.
  *
  * Ownership: the library keeps no caller pointer after a call returns (event arrays are
  *   copied). A handle from kvidx_new() or kvidx_new_with_limits() is released with
@@ -51,7 +53,9 @@
  *   compare it with kvidx_abi_version() at run time. ABI v1 grows by additions only: values
  *   are never renumbered or reused, struct layouts never change. Each addition comes with a
  *   KVIDX_HAS_<FEATURE> macro (KVIDX_HAS_TIERS: storage tiers, kvidx_tier,
- *   kvidx_tiered_match and the *_tier* functions), so a program can test for it with #ifdef;
+ *   kvidx_tiered_match and the *_tier* functions; KVIDX_HAS_SNAPSHOTS: offset batches,
+ *   watermarks and snapshots, the *_at and kvidx_snapshot_* functions), so a program can test
+ *   for it with #ifdef;
  *   a library older than the header lacks the new symbols, which the dynamic linker reports
  *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
  *   the SONAME (libkvidx.so.1).
@@ -80,6 +84,16 @@
  * `kvidx_tiered_score` and the `KVIDX_FEED_UNKNOWN_MEDIUM_*` flags (additions to ABI v1).
  */
 #define KVIDX_HAS_TIERS 1
+
+/**
+ * Defined (1) when the library has offset batches, watermarks and snapshots:
+ * `KVIDX_ERR_IO`, `kvidx_apply_events_at`, `kvidx_apply_engine_batch_at`,
+ * `kvidx_engine_feed_apply_at`, `kvidx_watermark`, `kvidx_replica_stats` with
+ * `kvidx_get_replica_stats`, and `kvidx_snapshot_info`, `kvidx_snapshot_sink`,
+ * `kvidx_snapshot_source` with `kvidx_snapshot_write(_file)` and
+ * `kvidx_snapshot_restore(_file)` (additions to ABI v1).
+ */
+#define KVIDX_HAS_SNAPSHOTS 1
 
 /**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
@@ -132,9 +146,10 @@ typedef enum kvidx_status {
      */
     KVIDX_ERR_POISONED = 7,
     /**
-     * Engine ingestion only: the payload is not a valid engine event batch of the given
+     * Engine ingestion: the payload is not a valid engine event batch of the given
      * format (not msgpack, truncated, trailing bytes, a bad envelope, event or field type);
-     * nothing was applied.
+     * nothing was applied. Snapshots: the input is not a valid kvidx snapshot (truncated,
+     * corrupted, foreign, a newer format version); the indexer was left empty.
      */
     KVIDX_ERR_MALFORMED = 8,
     /**
@@ -142,6 +157,11 @@ typedef enum kvidx_status {
      * was read or applied.
      */
     KVIDX_ERR_TOO_LARGE = 9,
+    /**
+     * Snapshots only: a sink or source callback reported failure, or a file could not be
+     * opened, read or written.
+     */
+    KVIDX_ERR_IO = 10,
 } kvidx_status;
 
 /**
@@ -569,6 +589,67 @@ typedef struct kvidx_engine_stats {
     uint64_t workers_cleared;
 } kvidx_engine_stats;
 
+/**
+ * Counters of offset batches (`kvidx_apply_events_at`, `kvidx_apply_engine_batch_at`,
+ * `kvidx_engine_feed_apply_at`).
+ */
+typedef struct kvidx_replica_stats {
+    /**
+     * Offset batches applied.
+     */
+    uint64_t batches_applied;
+    /**
+     * Offset batches skipped whole because their offset was at or below their worker's
+     * watermark.
+     */
+    uint64_t batches_skipped;
+    /**
+     * Events in the skipped batches (counted nowhere else).
+     */
+    uint64_t events_skipped;
+} kvidx_replica_stats;
+
+/**
+ * Receives the bytes of a snapshot being written, in order: `len` bytes at `data`, valid
+ * only during the call. Returns 0 to go on; anything else stops the write with
+ * `KVIDX_ERR_IO`. It must return normally (no `longjmp`, no C++ exception through it).
+ */
+typedef int32_t (*kvidx_snapshot_sink)(void *user, const uint8_t *data, size_t len);
+
+/**
+ * What a snapshot holds (`kvidx_snapshot_write`, `kvidx_snapshot_restore`).
+ */
+typedef struct kvidx_snapshot_info {
+    /**
+     * Workers `(worker_id, dp_rank)` in the snapshot, empty ones included.
+     */
+    uint64_t workers;
+    /**
+     * Held `(worker, name)` pairs.
+     */
+    uint64_t blocks;
+    /**
+     * Bytes of the snapshot.
+     */
+    uint64_t bytes;
+    /**
+     * The smallest watermark of any worker (0 if one has none, or there is no worker).
+     */
+    uint64_t min_watermark;
+    /**
+     * The largest watermark of any worker.
+     */
+    uint64_t max_watermark;
+} kvidx_snapshot_info;
+
+/**
+ * Supplies the bytes of a snapshot being restored: writes up to `cap` bytes to `buf` and
+ * their count to `*got` (`*got == 0`: the end of the input). Returns 0 on success; anything
+ * else stops the restore with `KVIDX_ERR_IO`. It must return normally (no `longjmp`, no C++
+ * exception through it).
+ */
+typedef int32_t (*kvidx_snapshot_source)(void *user, uint8_t *buf, size_t cap, size_t *got);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -865,6 +946,25 @@ enum kvidx_status kvidx_apply_engine_batch(const struct kvidx_indexer *indexer,
                                            struct kvidx_engine_batch_result *out);
 
 /**
+ * Like `kvidx_apply_engine_batch`, the decoded batch applied as one offset batch at `offset`
+ * (>= 1; see `kvidx_apply_events_at`): skipped whole when `offset` is at or below the
+ * worker's watermark, else applied under one hold of the worker's lock and the watermark
+ * becomes `offset`. `offset == 0` is `KVIDX_ERR_INVALID_ARGUMENT` (checked before the payload
+ * is read). A skipped batch returns `KVIDX_OK` (see `kvidx_get_replica_stats`).
+ *
+ * # Safety
+ * As `kvidx_apply_engine_batch`.
+ */
+enum kvidx_status kvidx_apply_engine_batch_at(const struct kvidx_indexer *indexer,
+                                              uint32_t format,
+                                              uint64_t worker_id,
+                                              uint32_t dp_rank,
+                                              const uint8_t *payload,
+                                              size_t len,
+                                              uint64_t offset,
+                                              struct kvidx_engine_batch_result *out);
+
+/**
  * Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
  * (the recommended reaction without a replay socket: clear the worker on gaps and on
  * restarts; GPU medium and group 0 only; stores with extra keys skipped) or a bitwise OR of
@@ -917,6 +1017,28 @@ enum kvidx_status kvidx_engine_feed_apply(const struct kvidx_engine_feed *feed,
                                           const uint8_t *payload,
                                           size_t len,
                                           struct kvidx_engine_batch_result *out);
+
+/**
+ * Like `kvidx_engine_feed_apply`, the decoded batch, with the clear a gap or restart calls
+ * for first, applied as one offset batch at `offset` (>= 1; see `kvidx_apply_events_at`):
+ * skipped whole, clear included, when `offset` is at or below the worker's watermark. The
+ * sequence is tracked either way. `offset == 0` is `KVIDX_ERR_INVALID_ARGUMENT` (checked
+ * before the payload is read; nothing recorded). A replica consuming a stream passes each
+ * message's stream sequence as `offset`, so replaying an overlapping range is idempotent.
+ *
+ * # Safety
+ * As `kvidx_engine_feed_apply`.
+ */
+enum kvidx_status kvidx_engine_feed_apply_at(const struct kvidx_engine_feed *feed,
+                                             const struct kvidx_indexer *indexer,
+                                             uint64_t worker_id,
+                                             uint32_t dp_rank,
+                                             const uint8_t *seq_frame,
+                                             size_t seq_len,
+                                             const uint8_t *payload,
+                                             size_t len,
+                                             uint64_t offset,
+                                             struct kvidx_engine_batch_result *out);
 
 /**
  * Copies a feed's counters to `*out`. Every counter saturates at `UINT64_MAX`.
@@ -986,6 +1108,117 @@ enum kvidx_status kvidx_engine_feed_remove_worker_dp_rank(const struct kvidx_eng
  * `feed` is NULL or a live feed; `out` is NULL or writable.
  */
 enum kvidx_status kvidx_engine_feed_publishers(const struct kvidx_engine_feed *feed, uint64_t *out);
+
+/**
+ * Applies or queues `n` events as offset batches: the events of each worker named in the
+ * array, in array order, form one batch at `offset` (>= 1). When a batch is applied (in its
+ * worker's order), it is skipped whole if `offset` is at or below the worker's watermark;
+ * otherwise all its events are applied under one hold of the worker's lock (no lookup or
+ * snapshot sees part of it) and the watermark becomes `offset`. A batch at an offset makes
+ * its worker known, even if empty or rejected.
+ *
+ * Every event's shape is checked first (as `kvidx_apply_events`); `offset == 0` is
+ * `KVIDX_ERR_INVALID_ARGUMENT`; then nothing is applied or queued. Synchronous mode returns
+ * `KVIDX_ERR_PARENT_NOT_FOUND` when a STORED of an applied batch was rejected (the rest of the
+ * batch still applies); a skipped batch is `KVIDX_OK` (see `kvidx_get_replica_stats`).
+ * `(NULL, 0)` is a valid empty array (nothing happens).
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `events` is NULL or points to `n` readable events whose
+ * arrays are readable for their lengths.
+ */
+enum kvidx_status kvidx_apply_events_at(const struct kvidx_indexer *indexer,
+                                        const struct kvidx_event *events,
+                                        size_t n,
+                                        uint64_t offset);
+
+/**
+ * Writes to `*out` the watermark of `(worker_id, dp_rank)`: the offset of the last batch
+ * applied to it (or restored from a snapshot); 0 when the worker is unknown or has none. With
+ * event threads, `kvidx_flush` first to include every batch accepted.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_watermark(const struct kvidx_indexer *indexer,
+                                  uint64_t worker_id,
+                                  uint32_t dp_rank,
+                                  uint64_t *out);
+
+/**
+ * Copies the offset batch counters to `*out`.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_get_replica_stats(const struct kvidx_indexer *indexer,
+                                          struct kvidx_replica_stats *out);
+
+/**
+ * Writes the indexer's state as a snapshot to `sink` (called with `user` and consecutive
+ * chunks of the stream, in order) while events keep being applied: each worker's section is
+ * taken under that worker's lock, so it is one state of the worker (never part of a batch),
+ * with its watermark. Memory: one worker's section at a time. With event threads,
+ * `kvidx_flush` first to include every event accepted. `*out` (if `out` is not NULL) gets
+ * the snapshot's totals.
+ *
+ * Returns `KVIDX_ERR_IO` when the sink returns nonzero (the stream is then incomplete),
+ * `KVIDX_ERR_NULL_POINTER` for a NULL handle or sink.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `sink` may be called with `user` from the calling
+ * thread and must return normally; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_snapshot_write(const struct kvidx_indexer *indexer,
+                                       kvidx_snapshot_sink sink,
+                                       void *user,
+                                       struct kvidx_snapshot_info *out);
+
+/**
+ * Restores a snapshot read from `source` into the indexer, which must be empty (it never
+ * knew a worker, or every worker was removed; else `KVIDX_ERR_INVALID_ARGUMENT`). Afterwards
+ * it answers and behaves exactly as the indexer that wrote the snapshot, watermarks
+ * included. Apply no event while it runs (lookups are fine). `*out` (if not NULL) gets the
+ * snapshot's totals.
+ *
+ * Returns `KVIDX_ERR_MALFORMED` for input that is not a valid snapshot (truncated, corrupted,
+ * foreign, a newer format version) and `KVIDX_ERR_IO` when the source returns nonzero: either
+ * way the indexer is left empty and usable. `KVIDX_ERR_INVALID_ARGUMENT` also when a
+ * positional snapshot with orphans known only by identity is restored into the radix backend
+ * (docs/snapshots.md).
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `source` may be called with `user` from the calling
+ * thread and must return normally; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_snapshot_restore(const struct kvidx_indexer *indexer,
+                                         kvidx_snapshot_source source,
+                                         void *user,
+                                         struct kvidx_snapshot_info *out);
+
+/**
+ * `kvidx_snapshot_write` to a file created (or truncated) at `path`. `KVIDX_ERR_IO` when it
+ * cannot be created or written (a partial file may be left behind).
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `path` is NULL or a NUL-terminated string; `out` is NULL
+ * or writable.
+ */
+enum kvidx_status kvidx_snapshot_write_file(const struct kvidx_indexer *indexer,
+                                            const char *path,
+                                            struct kvidx_snapshot_info *out);
+
+/**
+ * `kvidx_snapshot_restore` from the file at `path`. `KVIDX_ERR_IO` when it cannot be opened
+ * or read.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `path` is NULL or a NUL-terminated string; `out` is NULL
+ * or writable.
+ */
+enum kvidx_status kvidx_snapshot_restore_file(const struct kvidx_indexer *indexer,
+                                              const char *path,
+                                              struct kvidx_snapshot_info *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -3,10 +3,13 @@
 
 use super::args;
 use super::c_types::{
-    kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_queue_limits, kvidx_stats,
-    kvidx_status, kvidx_tier,
+    kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_queue_limits,
+    kvidx_replica_stats, kvidx_snapshot_info, kvidx_stats, kvidx_status, kvidx_tier,
 };
-use kvidx_core::{BackendKind, Block, Config, Error, Event, EventData, Stats, Tier, Worker};
+use kvidx_core::{
+    BackendKind, Block, Config, Error, Event, EventData, ReplicaStats, SnapshotInfo, Stats, Tier,
+    Worker,
+};
 
 /// The status of a Rust API error.
 pub(crate) fn status_of(error: Error) -> kvidx_status {
@@ -14,6 +17,8 @@ pub(crate) fn status_of(error: Error) -> kvidx_status {
         Error::InvalidArgument(_) => kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
         Error::ParentNotFound => kvidx_status::KVIDX_ERR_PARENT_NOT_FOUND,
         Error::ShutDown => kvidx_status::KVIDX_ERR_SHUT_DOWN,
+        Error::Malformed(_) => kvidx_status::KVIDX_ERR_MALFORMED,
+        Error::Io(_) => kvidx_status::KVIDX_ERR_IO,
     }
 }
 
@@ -119,5 +124,25 @@ pub(crate) fn stats(s: Stats) -> kvidx_stats {
         unknown_removals: s.unknown_removals,
         workers: s.workers,
         worker_blocks: s.worker_blocks,
+    }
+}
+
+/// The C view of the offset batch counters.
+pub(crate) fn replica_stats(s: ReplicaStats) -> kvidx_replica_stats {
+    kvidx_replica_stats {
+        batches_applied: s.batches_applied,
+        batches_skipped: s.batches_skipped,
+        events_skipped: s.events_skipped,
+    }
+}
+
+/// The C view of a snapshot's totals.
+pub(crate) fn snapshot_info(s: SnapshotInfo) -> kvidx_snapshot_info {
+    kvidx_snapshot_info {
+        workers: s.workers,
+        blocks: s.blocks,
+        bytes: s.bytes,
+        min_watermark: s.min_watermark,
+        max_watermark: s.max_watermark,
     }
 }

@@ -33,13 +33,17 @@ pub enum kvidx_status {
     KVIDX_ERR_PANIC = 6,
     /// A panic happened earlier on this handle; the only valid call left is `kvidx_free`.
     KVIDX_ERR_POISONED = 7,
-    /// Engine ingestion only: the payload is not a valid engine event batch of the given
+    /// Engine ingestion: the payload is not a valid engine event batch of the given
     /// format (not msgpack, truncated, trailing bytes, a bad envelope, event or field type);
-    /// nothing was applied.
+    /// nothing was applied. Snapshots: the input is not a valid kvidx snapshot (truncated,
+    /// corrupted, foreign, a newer format version); the indexer was left empty.
     KVIDX_ERR_MALFORMED = 8,
     /// Engine ingestion only: the payload is larger than `KVIDX_ENGINE_MAX_PAYLOAD`; nothing
     /// was read or applied.
     KVIDX_ERR_TOO_LARGE = 9,
+    /// Snapshots only: a sink or source callback reported failure, or a file could not be
+    /// opened, read or written.
+    KVIDX_ERR_IO = 10,
 }
 
 /// Defines, from one list, every status's text (`"NAME: description"`) and the list of all
@@ -82,6 +86,7 @@ status_texts! {
     KVIDX_ERR_POISONED: "a panic happened earlier on this handle; free it",
     KVIDX_ERR_MALFORMED: "the payload is not a valid engine event batch; nothing was applied",
     KVIDX_ERR_TOO_LARGE: "the payload is larger than KVIDX_ENGINE_MAX_PAYLOAD; nothing was applied",
+    KVIDX_ERR_IO: "a snapshot sink or source callback failed, or a file could not be used",
 }
 
 /// The index structures an indexer can use (values of `kvidx_config.backend`).
@@ -222,6 +227,55 @@ pub struct kvidx_stats {
     /// Sum over workers of the blocks they hold.
     pub worker_blocks: u64,
 }
+
+/// Counters of offset batches (`kvidx_apply_events_at`, `kvidx_apply_engine_batch_at`,
+/// `kvidx_engine_feed_apply_at`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct kvidx_replica_stats {
+    /// Offset batches applied.
+    pub batches_applied: u64,
+    /// Offset batches skipped whole because their offset was at or below their worker's
+    /// watermark.
+    pub batches_skipped: u64,
+    /// Events in the skipped batches (counted nowhere else).
+    pub events_skipped: u64,
+}
+
+/// What a snapshot holds (`kvidx_snapshot_write`, `kvidx_snapshot_restore`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct kvidx_snapshot_info {
+    /// Workers `(worker_id, dp_rank)` in the snapshot, empty ones included.
+    pub workers: u64,
+    /// Held `(worker, name)` pairs.
+    pub blocks: u64,
+    /// Bytes of the snapshot.
+    pub bytes: u64,
+    /// The smallest watermark of any worker (0 if one has none, or there is no worker).
+    pub min_watermark: u64,
+    /// The largest watermark of any worker.
+    pub max_watermark: u64,
+}
+
+/// Receives the bytes of a snapshot being written, in order: `len` bytes at `data`, valid
+/// only during the call. Returns 0 to go on; anything else stops the write with
+/// `KVIDX_ERR_IO`. It must return normally (no `longjmp`, no C++ exception through it).
+pub type kvidx_snapshot_sink =
+    Option<unsafe extern "C" fn(user: *mut std::ffi::c_void, data: *const u8, len: usize) -> i32>;
+
+/// Supplies the bytes of a snapshot being restored: writes up to `cap` bytes to `buf` and
+/// their count to `*got` (`*got == 0`: the end of the input). Returns 0 on success; anything
+/// else stops the restore with `KVIDX_ERR_IO`. It must return normally (no `longjmp`, no C++
+/// exception through it).
+pub type kvidx_snapshot_source = Option<
+    unsafe extern "C" fn(
+        user: *mut std::ffi::c_void,
+        buf: *mut u8,
+        cap: usize,
+        got: *mut usize,
+    ) -> i32,
+>;
 
 /// Queue limits of an indexer with event threads (an addition to `kvidx_config`, whose
 /// layout is fixed). Start from `kvidx_queue_limits_default()`; pass to

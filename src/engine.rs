@@ -27,7 +27,7 @@ use kvidx_core::engine::{
     self, ApplyOptions, BatchReport, DecodeError, EngineFeed, EngineStats, EventSink, ExtrasPolicy,
     FeedConfig, FeedError, Format, MediaFilter, SeqStatus,
 };
-use kvidx_core::{Error, Event, Indexer, Tier, Worker};
+use kvidx_core::{BatchOutcome, Error, Event, Indexer, Tier, Worker};
 
 /// `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
 /// A sentinel, not an enum value: `UINT32_MAX` does not fit a C enum before C23.
@@ -181,6 +181,17 @@ impl EventSink for IndexerSink<'_> {
             .run_nested(|ix| ix.apply_event(event))
             .unwrap_or(Err(Error::ShutDown))
     }
+
+    fn apply_batch_at(
+        &self,
+        worker: Worker,
+        offset: u64,
+        events: Vec<Event>,
+    ) -> Result<BatchOutcome, Error> {
+        self.0
+            .run_nested(|ix| ix.apply_batch_at(worker, offset, events))
+            .unwrap_or(Err(Error::ShutDown))
+    }
 }
 
 /// The indexer handle a feed call writes to: NULL and poison are checked before the payload.
@@ -261,6 +272,51 @@ pub unsafe extern "C" fn kvidx_apply_engine_batch(
         let options = ApplyOptions::default();
         let report = engine::apply_payload(ix, format, worker_id, rank_of(dp_rank), payload, &options)
             .map_err(feed_error)?;
+        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+        unsafe { out.write(result_of(&report)) };
+        Ok(())
+    })
+}
+
+/// Like `kvidx_apply_engine_batch`, the decoded batch applied as one offset batch at `offset`
+/// (>= 1; see `kvidx_apply_events_at`): skipped whole when `offset` is at or below the
+/// worker's watermark, else applied under one hold of the worker's lock and the watermark
+/// becomes `offset`. `offset == 0` is `KVIDX_ERR_INVALID_ARGUMENT` (checked before the payload
+/// is read). A skipped batch returns `KVIDX_OK` (see `kvidx_get_replica_stats`).
+///
+/// # Safety
+/// As `kvidx_apply_engine_batch`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kvidx_apply_engine_batch_at(
+    indexer: *const kvidx_indexer,
+    format: u32,
+    worker_id: u64,
+    dp_rank: u32,
+    payload: *const u8,
+    len: usize,
+    offset: u64,
+    out: *mut kvidx_engine_batch_result,
+) -> kvidx_status {
+    export!(handle indexer, |ix| {
+        args::required(out)?;
+        let format = format_of(format)?;
+        if offset == 0 {
+            return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+        }
+        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
+        let payload = unsafe { args::input(payload, len) }?;
+        let options = ApplyOptions::default();
+        let report = engine::apply_payload_at(
+            ix,
+            format,
+            worker_id,
+            rank_of(dp_rank),
+            payload,
+            &options,
+            offset,
+        )
+        .map_err(feed_error)?;
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
         unsafe { out.write(result_of(&report)) };
         Ok(())
@@ -374,6 +430,55 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply(
         let payload = unsafe { args::input(payload, len) }?;
         let report = lock(feed)?
             .apply_message(&IndexerSink(ix), worker_id, rank_of(dp_rank), seq, payload)
+            .map_err(feed_error)?;
+        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+        unsafe { out.write(result_of(&report)) };
+        Ok(())
+    })
+}
+
+/// Like `kvidx_engine_feed_apply`, the decoded batch, with the clear a gap or restart calls
+/// for first, applied as one offset batch at `offset` (>= 1; see `kvidx_apply_events_at`):
+/// skipped whole, clear included, when `offset` is at or below the worker's watermark. The
+/// sequence is tracked either way. `offset == 0` is `KVIDX_ERR_INVALID_ARGUMENT` (checked
+/// before the payload is read; nothing recorded). A replica consuming a stream passes each
+/// message's stream sequence as `offset`, so replaying an overlapping range is idempotent.
+///
+/// # Safety
+/// As `kvidx_engine_feed_apply`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kvidx_engine_feed_apply_at(
+    feed: *const kvidx_engine_feed,
+    indexer: *const kvidx_indexer,
+    worker_id: u64,
+    dp_rank: u32,
+    seq_frame: *const u8,
+    seq_len: usize,
+    payload: *const u8,
+    len: usize,
+    offset: u64,
+    out: *mut kvidx_engine_batch_result,
+) -> kvidx_status {
+    export!(handle feed, |feed| {
+        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+        let ix = unsafe { indexer_for_feed(indexer) }?;
+        args::required(out)?;
+        // SAFETY: the caller guarantees `seq_frame` is readable for `seq_len` bytes.
+        let seq_frame = unsafe { args::input(seq_frame, seq_len) }?;
+        let seq = match seq_frame {
+            [] => None,
+            frame => Some(
+                engine::parse_seq_frame(frame).ok_or(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)?,
+            ),
+        };
+        if offset == 0 {
+            return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+        }
+        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
+        let payload = unsafe { args::input(payload, len) }?;
+        let report = lock(feed)?
+            .apply_message_at(&IndexerSink(ix), worker_id, rank_of(dp_rank), seq, payload, offset)
             .map_err(feed_error)?;
         // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
         unsafe { out.write(result_of(&report)) };

@@ -31,6 +31,10 @@ mod info;
 
 mod engine;
 
+mod replica;
+
+mod snapshots;
+
 mod args;
 mod c_convert;
 
@@ -42,17 +46,27 @@ pub const KVIDX_ABI_VERSION: u32 = 1;
 /// `kvidx_tiered_score` and the `KVIDX_FEED_UNKNOWN_MEDIUM_*` flags (additions to ABI v1).
 pub const KVIDX_HAS_TIERS: u32 = 1;
 
+/// Defined (1) when the library has offset batches, watermarks and snapshots:
+/// `KVIDX_ERR_IO`, `kvidx_apply_events_at`, `kvidx_apply_engine_batch_at`,
+/// `kvidx_engine_feed_apply_at`, `kvidx_watermark`, `kvidx_replica_stats` with
+/// `kvidx_get_replica_stats`, and `kvidx_snapshot_info`, `kvidx_snapshot_sink`,
+/// `kvidx_snapshot_source` with `kvidx_snapshot_write(_file)` and
+/// `kvidx_snapshot_restore(_file)` (additions to ABI v1).
+pub const KVIDX_HAS_SNAPSHOTS: u32 = 1;
+
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
     kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
-    kvidx_seq_status, kvidx_stats, kvidx_status, kvidx_tier, kvidx_tiered_match,
+    kvidx_replica_stats, kvidx_seq_status, kvidx_snapshot_info, kvidx_snapshot_sink,
+    kvidx_snapshot_source, kvidx_stats, kvidx_status, kvidx_tier, kvidx_tiered_match,
 };
 pub use engine::{
-    kvidx_apply_engine_batch, kvidx_engine_batch_result, kvidx_engine_feed_apply,
-    kvidx_engine_feed_forget, kvidx_engine_feed_free, kvidx_engine_feed_new,
-    kvidx_engine_feed_publishers, kvidx_engine_feed_remove_worker,
-    kvidx_engine_feed_remove_worker_dp_rank, kvidx_engine_feed_stats, kvidx_engine_stats,
-    KVIDX_DP_RANK_FROM_BATCH, KVIDX_ENGINE_MAX_PAYLOAD,
+    kvidx_apply_engine_batch, kvidx_apply_engine_batch_at, kvidx_engine_batch_result,
+    kvidx_engine_feed_apply, kvidx_engine_feed_apply_at, kvidx_engine_feed_forget,
+    kvidx_engine_feed_free, kvidx_engine_feed_new, kvidx_engine_feed_publishers,
+    kvidx_engine_feed_remove_worker, kvidx_engine_feed_remove_worker_dp_rank,
+    kvidx_engine_feed_stats, kvidx_engine_stats, KVIDX_DP_RANK_FROM_BATCH,
+    KVIDX_ENGINE_MAX_PAYLOAD,
 };
 pub use events::{
     kvidx_apply_event, kvidx_apply_events, kvidx_flush, kvidx_remove_worker,
@@ -65,6 +79,11 @@ pub use lifecycle::{
     kvidx_queue_limits_default,
 };
 pub use queries::{kvidx_find_matches, kvidx_get_stats};
+pub use replica::{kvidx_apply_events_at, kvidx_get_replica_stats, kvidx_watermark};
+pub use snapshots::{
+    kvidx_snapshot_restore, kvidx_snapshot_restore_file, kvidx_snapshot_write,
+    kvidx_snapshot_write_file,
+};
 
 #[cfg(test)]
 mod tests;

@@ -55,6 +55,15 @@ const CONTRACT_FUNCTIONS: &[&str] = &[
     "kvidx_engine_feed_remove_worker",
     "kvidx_engine_feed_remove_worker_dp_rank",
     "kvidx_engine_feed_publishers",
+    "kvidx_apply_events_at",
+    "kvidx_apply_engine_batch_at",
+    "kvidx_engine_feed_apply_at",
+    "kvidx_watermark",
+    "kvidx_get_replica_stats",
+    "kvidx_snapshot_write",
+    "kvidx_snapshot_restore",
+    "kvidx_snapshot_write_file",
+    "kvidx_snapshot_restore_file",
 ];
 
 #[test]
@@ -270,7 +279,15 @@ fn rust_errors_map_to_their_status_codes() {
         c_convert::status_of(Error::ShutDown),
         kvidx_status::KVIDX_ERR_SHUT_DOWN
     );
-    for code in 0..=9u32 {
+    assert_eq!(
+        c_convert::status_of(Error::Malformed("x")),
+        kvidx_status::KVIDX_ERR_MALFORMED
+    );
+    assert_eq!(
+        c_convert::status_of(Error::Io(std::io::ErrorKind::Other)),
+        kvidx_status::KVIDX_ERR_IO
+    );
+    for code in 0..=10u32 {
         // SAFETY: kvidx_status_str returns a static NUL-terminated string.
         let text = unsafe { std::ffi::CStr::from_ptr(kvidx_status_str(code)) };
         assert!(text.to_str().unwrap().starts_with("KVIDX_"), "{code}");
@@ -283,7 +300,8 @@ fn rust_errors_map_to_their_status_codes() {
     };
     assert!(text(kvidx_status::KVIDX_ERR_MALFORMED as u32).starts_with("KVIDX_ERR_MALFORMED:"));
     assert!(text(kvidx_status::KVIDX_ERR_TOO_LARGE as u32).starts_with("KVIDX_ERR_TOO_LARGE:"));
-    assert_eq!(text(10), "unknown kvidx status code");
+    assert!(text(kvidx_status::KVIDX_ERR_IO as u32).starts_with("KVIDX_ERR_IO:"));
+    assert_eq!(text(11), "unknown kvidx status code");
     assert_eq!(text(u32::MAX), "unknown kvidx status code");
 }
 
@@ -297,7 +315,7 @@ fn status_texts_come_from_one_list_covering_every_value_once() {
         assert!(text.starts_with(&format!("{status:?}: ")), "{text}");
         assert!(text.len() > format!("{status:?}: ").len(), "{text}");
     }
-    assert_eq!(all.last(), Some(&kvidx_status::KVIDX_ERR_TOO_LARGE));
+    assert_eq!(all.last(), Some(&kvidx_status::KVIDX_ERR_IO));
 }
 
 #[test]
@@ -369,5 +387,129 @@ fn queue_limits_are_validated_never_aborting() {
             kvidx_status::KVIDX_OK
         );
         kvidx_free(handle);
+    }
+}
+
+/// A snapshot sink appending to a `Vec<u8>` (it never fails; `failing_sink` always does).
+unsafe extern "C" fn vec_sink(user: *mut std::ffi::c_void, data: *const u8, len: usize) -> i32 {
+    // SAFETY: the tests pass a `Vec<u8>` as `user`; `data` is readable for `len` bytes.
+    let (out, data) = unsafe {
+        (
+            &mut *user.cast::<Vec<u8>>(),
+            std::slice::from_raw_parts(data, len),
+        )
+    };
+    out.extend_from_slice(data);
+    0
+}
+
+unsafe extern "C" fn failing_sink(_: *mut std::ffi::c_void, _: *const u8, _: usize) -> i32 {
+    -1
+}
+
+/// A snapshot source reading from a `&[u8]` cursor.
+unsafe extern "C" fn slice_source(
+    user: *mut std::ffi::c_void,
+    buf: *mut u8,
+    cap: usize,
+    got: *mut usize,
+) -> i32 {
+    // SAFETY: the tests pass a `&[u8]` as `user`; `buf` is writable for `cap` bytes and `got`
+    // is writable.
+    unsafe {
+        let input = &mut *user.cast::<&[u8]>();
+        let n = input.len().min(cap);
+        std::ptr::copy_nonoverlapping(input.as_ptr(), buf, n);
+        *input = &input[n..];
+        *got = n;
+    }
+    0
+}
+
+#[test]
+fn snapshots_round_trip_through_callbacks_with_watermarks() {
+    let ix = sync_indexer();
+    let blocks = [
+        kvidx_block {
+            local_hash: 1,
+            seq_hash: 10,
+        },
+        kvidx_block {
+            local_hash: 2,
+            seq_hash: 20,
+        },
+    ];
+    let events = [stored(5, &blocks), stored(6, &blocks[..1])];
+    // SAFETY: live handle, valid events and out pointers throughout.
+    unsafe {
+        assert_eq!(
+            kvidx_apply_events_at(ix, events.as_ptr(), 2, 3),
+            kvidx_status::KVIDX_OK
+        );
+        assert_eq!(
+            kvidx_apply_events_at(ix, events.as_ptr(), 2, 3),
+            kvidx_status::KVIDX_OK
+        );
+        let mut rs = std::mem::zeroed::<kvidx_replica_stats>();
+        assert_eq!(kvidx_get_replica_stats(ix, &mut rs), kvidx_status::KVIDX_OK);
+        assert_eq!(
+            (rs.batches_applied, rs.batches_skipped, rs.events_skipped),
+            (2, 2, 2)
+        );
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut info = std::mem::zeroed::<kvidx_snapshot_info>();
+        let user = (&mut bytes as *mut Vec<u8>).cast();
+        assert_eq!(
+            kvidx_snapshot_write(ix, Some(vec_sink), user, &mut info),
+            kvidx_status::KVIDX_OK
+        );
+        assert_eq!(
+            (info.workers, info.blocks, info.bytes),
+            (2, 3, bytes.len() as u64)
+        );
+        assert_eq!((info.min_watermark, info.max_watermark), (3, 3));
+        assert_eq!(
+            kvidx_snapshot_write(ix, Some(failing_sink), ptr::null_mut(), ptr::null_mut()),
+            kvidx_status::KVIDX_ERR_IO
+        );
+        let copy = sync_indexer();
+        let mut input: &[u8] = &bytes;
+        let user = (&mut input as *mut &[u8]).cast();
+        assert_eq!(
+            kvidx_snapshot_restore(copy, Some(slice_source), user, ptr::null_mut()),
+            kvidx_status::KVIDX_OK
+        );
+        let mut w = 0;
+        assert_eq!(kvidx_watermark(copy, 5, 0, &mut w), kvidx_status::KVIDX_OK);
+        assert_eq!(w, 3);
+        let mut out = [kvidx_match {
+            worker_id: 0,
+            dp_rank: 0,
+            depth: 0,
+        }; 4];
+        let mut len = 0;
+        let q = [1u64, 2];
+        assert_eq!(
+            kvidx_find_matches(copy, q.as_ptr(), 2, out.as_mut_ptr(), 4, &mut len),
+            kvidx_status::KVIDX_OK
+        );
+        assert_eq!(
+            (len, out[0].worker_id, out[0].depth, out[1].depth),
+            (2, 5, 2, 1)
+        );
+        // Truncated input: malformed, the indexer left empty.
+        let other = sync_indexer();
+        let mut input: &[u8] = &bytes[..bytes.len() - 1];
+        let user = (&mut input as *mut &[u8]).cast();
+        assert_eq!(
+            kvidx_snapshot_restore(other, Some(slice_source), user, ptr::null_mut()),
+            kvidx_status::KVIDX_ERR_MALFORMED
+        );
+        let mut st = std::mem::zeroed::<kvidx_stats>();
+        assert_eq!(kvidx_get_stats(other, &mut st), kvidx_status::KVIDX_OK);
+        assert_eq!(st.workers, 0);
+        kvidx_free(other);
+        kvidx_free(copy);
+        kvidx_free(ix);
     }
 }

@@ -25,6 +25,16 @@
 // find_matches_tiered() reports each worker's depth per tier into a reusable
 // TieredMatchBuffer, and tiered_score() weighs a TieredMatch by tier.
 //
+// Offset batches and snapshots (when kvidx.h defines KVIDX_HAS_SNAPSHOTS): a worker's batch
+// at an offset (apply_events_at, apply_engine_batch_at, EngineFeed::apply_at) is skipped whole
+// when the offset is at or below the worker's watermark (watermark()), so replaying an
+// overlapping range of a log is idempotent; replica_stats() counts applied and skipped batches.
+// write_snapshot(std::ostream&) streams the state (each worker's section taken under its lock,
+// with its watermark) while events keep being applied; restore_snapshot(std::istream&) loads
+// one into an empty indexer. Bad input: Errc::malformed; a failing stream: Errc::io; either way
+// the indexer is left empty. An exception thrown by the stream itself (std::ios::exceptions)
+// is caught before it reaches the library and rethrown once the C call has returned.
+//
 // Thread safety: as the C ABI, whose rule is "a const handle may be used by any number of
 // threads at once". Every member function of one Indexer (or EngineFeed) is const for that
 // reason (except release()) and may be called from any number of threads at once; destruction
@@ -35,10 +45,17 @@
 
 #include <kvidx.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#if defined(KVIDX_HAS_SNAPSHOTS)
+#include <exception>
+#include <istream>
+#include <limits>
+#include <ostream>
+#endif
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -59,6 +76,9 @@ enum class Errc : std::uint32_t {
   poisoned = KVIDX_ERR_POISONED,               ///< A panic happened earlier on this handle.
   malformed = KVIDX_ERR_MALFORMED,  ///< Engine payload is not a valid batch; nothing applied.
   too_large = KVIDX_ERR_TOO_LARGE,  ///< Engine payload above max_engine_payload; nothing applied.
+#if defined(KVIDX_HAS_SNAPSHOTS)
+  io = KVIDX_ERR_IO,  ///< A snapshot's stream (or file) failed; a restore left the indexer empty.
+#endif
 };
 
 /// The outcome of a call that returns no value: Errc::ok or an error code.
@@ -545,6 +565,13 @@ struct EngineBatchResult : kvidx_engine_batch_result {
 /// Counters of an EngineFeed (the C struct itself).
 using EngineStats = kvidx_engine_stats;
 
+#if defined(KVIDX_HAS_SNAPSHOTS)
+/// Offset batch counters: {batches_applied, batches_skipped, events_skipped} (the C struct).
+using ReplicaStats = kvidx_replica_stats;
+/// What a snapshot holds: {workers, blocks, bytes, min_watermark, max_watermark} (the C struct).
+using SnapshotInfo = kvidx_snapshot_info;
+#endif
+
 /// An index of cached KV blocks across workers. Move-only; owns its C handle.
 class Indexer {
  public:
@@ -707,7 +734,125 @@ class Indexer {
     return st;
   }
 
+#if defined(KVIDX_HAS_SNAPSHOTS)
+  /// Applies or queues `events` as offset batches: each worker named gets its events (in
+  /// order) as one batch at `offset` (>= 1), skipped whole when `offset` is at or below the
+  /// worker's watermark, else applied under one hold of the worker's lock (the watermark
+  /// becomes `offset`). Errc::invalid_argument for offset 0 or a malformed event (nothing
+  /// applied); synchronous mode: Errc::parent_not_found when a STORED was rejected.
+  [[nodiscard]] Status apply_events_at(Span<Event> events, std::uint64_t offset) const noexcept {
+    return Status::from_c(
+        kvidx_apply_events_at(handle_.get(), events.data(), events.size(), offset));
+  }
+  /// Pointer + size form of apply_events_at(Span<Event>, offset).
+  [[nodiscard]] Status apply_events_at(const Event* events, std::size_t n,
+                                       std::uint64_t offset) const noexcept {
+    return apply_events_at(Span<Event>(events, n), offset);
+  }
+  /// The worker's watermark: the offset of the last batch applied to it (or restored), 0 when
+  /// unknown or none. With event threads, flush() first.
+  [[nodiscard]] Result<std::uint64_t> watermark(Worker worker) const noexcept {
+    std::uint64_t w = 0;
+    const Status s = Status::from_c(kvidx_watermark(handle_.get(), worker.id, worker.rank, &w));
+    if (!s) return s;
+    return w;
+  }
+  /// The offset batch counters (flush() first with event threads).
+  [[nodiscard]] Result<ReplicaStats> replica_stats() const noexcept {
+    ReplicaStats st{};
+    const Status s = Status::from_c(kvidx_get_replica_stats(handle_.get(), &st));
+    if (!s) return s;
+    return st;
+  }
+  /// apply_engine_batch() as one offset batch at `offset` (see apply_events_at()).
+  [[nodiscard]] Result<EngineBatchResult> apply_engine_batch_at(
+      EngineFormat format, std::uint64_t worker_id, std::uint32_t dp_rank,
+      Span<std::uint8_t> payload, std::uint64_t offset) const noexcept {
+    kvidx_engine_batch_result r{};
+    const Status s = Status::from_c(kvidx_apply_engine_batch_at(
+        handle_.get(), static_cast<std::uint32_t>(format), worker_id, dp_rank, payload.data(),
+        payload.size(), offset, &r));
+    if (!s) return s;
+    return EngineBatchResult(r);
+  }
+
+  /// Writes a snapshot of the index to `out` while events keep being applied (flush() first
+  /// with event threads to include everything accepted). Errc::io when `out` fails (its
+  /// badbit or failbit set by a write); an exception thrown by `out` is rethrown after the
+  /// library call returns.
+  [[nodiscard]] Result<SnapshotInfo> write_snapshot(std::ostream& out) const {
+    StreamContext<std::ostream> ctx{out, nullptr};
+    SnapshotInfo info{};
+    const Status s =
+        Status::from_c(kvidx_snapshot_write(handle_.get(), &Indexer::sink, &ctx, &info));
+    if (ctx.error) std::rethrow_exception(ctx.error);
+    if (!s) return s;
+    return info;
+  }
+  /// Restores a snapshot read from `in` into this indexer, which must be empty
+  /// (Errc::invalid_argument otherwise). Errc::malformed for input that is not a valid
+  /// snapshot, Errc::io when `in` fails (badbit); either way the indexer is left empty and
+  /// usable. An exception thrown by `in` is rethrown after the library call returns.
+  [[nodiscard]] Result<SnapshotInfo> restore_snapshot(std::istream& in) const {
+    StreamContext<std::istream> ctx{in, nullptr};
+    SnapshotInfo info{};
+    const Status s =
+        Status::from_c(kvidx_snapshot_restore(handle_.get(), &Indexer::source, &ctx, &info));
+    if (ctx.error) std::rethrow_exception(ctx.error);
+    if (!s) return s;
+    return info;
+  }
+#endif  // KVIDX_HAS_SNAPSHOTS
+
  private:
+#if defined(KVIDX_HAS_SNAPSHOTS)
+  /// A stream and the exception it threw, for the snapshot callbacks.
+  template <class Stream>
+  struct StreamContext {
+    Stream& stream;
+    std::exception_ptr error;
+  };
+  /// The largest chunk one stream call takes (std::streamsize is signed).
+  static constexpr std::size_t max_chunk() noexcept {
+    return static_cast<std::size_t>(std::numeric_limits<std::streamsize>::max());
+  }
+  /// kvidx_snapshot_sink over a std::ostream; no exception crosses the library.
+  static std::int32_t sink(void* user, const std::uint8_t* data, std::size_t len) noexcept {
+    auto* ctx = static_cast<StreamContext<std::ostream>*>(user);
+    try {
+      while (len > 0) {
+        const std::size_t n = std::min(len, max_chunk());
+        ctx->stream.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
+        if (!ctx->stream) return 1;
+        data += n;
+        len -= n;
+      }
+      return 0;
+    } catch (...) {
+      ctx->error = std::current_exception();
+      return 1;
+    }
+  }
+  /// kvidx_snapshot_source over a std::istream: the end of the stream is the end of input.
+  static std::int32_t source(void* user, std::uint8_t* buf, std::size_t cap,
+                             std::size_t* got) noexcept {
+    auto* ctx = static_cast<StreamContext<std::istream>*>(user);
+    *got = 0;
+    try {
+      if (ctx->stream.eof()) return 0;
+      if (!ctx->stream) return 1;
+      const std::size_t n = std::min(cap, max_chunk());
+      ctx->stream.read(reinterpret_cast<char*>(buf), static_cast<std::streamsize>(n));
+      *got = static_cast<std::size_t>(ctx->stream.gcount());
+      if (ctx->stream.bad()) return 1;
+      return 0;  // a short read at the end sets eofbit (and failbit): the next call ends
+    } catch (...) {
+      ctx->error = std::current_exception();
+      return 1;
+    }
+  }
+#endif  // KVIDX_HAS_SNAPSHOTS
+
   /// Runs a find call of the C ABI into `out`, growing it and calling again while the answer
   /// does not fit; on error `out` is empty.
   template <typename CFind, typename Buffer>
@@ -791,6 +936,25 @@ class EngineFeed {
     if (!s) return s;
     return EngineBatchResult(r);
   }
+
+#if defined(KVIDX_HAS_SNAPSHOTS)
+  /// apply() as one offset batch at `offset` (see Indexer::apply_events_at): the decoded
+  /// batch, with the clear a gap or restart calls for, is skipped whole when `offset` is at or
+  /// below the worker's watermark; the sequence is tracked either way. Errc::invalid_argument
+  /// for offset 0 (nothing recorded).
+  [[nodiscard]] Result<EngineBatchResult> apply_at(const Indexer& indexer,
+                                                   std::uint64_t worker_id, std::uint32_t dp_rank,
+                                                   Span<std::uint8_t> seq_frame,
+                                                   Span<std::uint8_t> payload,
+                                                   std::uint64_t offset) const noexcept {
+    kvidx_engine_batch_result r{};
+    const Status s = Status::from_c(kvidx_engine_feed_apply_at(
+        handle_.get(), indexer.native_handle(), worker_id, dp_rank, seq_frame.data(),
+        seq_frame.size(), payload.data(), payload.size(), offset, &r));
+    if (!s) return s;
+    return EngineBatchResult(r);
+  }
+#endif  // KVIDX_HAS_SNAPSHOTS
 
   /// The feed's counters (each saturates at UINT64_MAX).
   [[nodiscard]] Result<EngineStats> stats() const noexcept {

@@ -429,7 +429,7 @@ func TestEngineStrings(t *testing.T) {
 		t.Fatal("String methods")
 	}
 	err := check("ApplyEngineBatch", StatusMalformed)
-	if got := err.Error(); got != "kvidx: ApplyEngineBatch: malformed engine payload, nothing applied (status 8)" {
+	if got := err.Error(); got != "kvidx: ApplyEngineBatch: malformed input (engine payload or snapshot), nothing applied (status 8)" {
 		t.Fatalf("Error() = %q", got)
 	}
 	if s := libStatusStr(uint32(StatusMalformed)); !strings.Contains(s, "MALFORMED") {

@@ -12,16 +12,17 @@ type Status uint32
 
 // The status codes of the C ABI v1; values are never renumbered or reused.
 const (
-	StatusOK              Status = 0 // success
-	StatusNullPointer     Status = 1 // a required pointer was NULL
-	StatusInvalidArgument Status = 2 // bad enum value, bad config value, inconsistent fields
-	StatusBufferTooSmall  Status = 3 // an output buffer was too small (handled inside the binding)
-	StatusParentNotFound  Status = 4 // synchronous mode only: a stored event's parent is not held
-	StatusShutDown        Status = 5 // the indexer's event threads are gone
-	StatusPanic           Status = 6 // an internal bug was caught at the library's boundary
-	StatusPoisoned        Status = 7 // a panic happened earlier on this handle; close it
-	StatusMalformed       Status = 8 // engine ingestion: the payload is not a valid batch
-	StatusTooLarge        Status = 9 // engine ingestion: the payload exceeds MaxEnginePayload
+	StatusOK              Status = 0  // success
+	StatusNullPointer     Status = 1  // a required pointer was NULL
+	StatusInvalidArgument Status = 2  // bad enum value, bad config value, inconsistent fields
+	StatusBufferTooSmall  Status = 3  // an output buffer was too small (handled inside the binding)
+	StatusParentNotFound  Status = 4  // synchronous mode only: a stored event's parent is not held
+	StatusShutDown        Status = 5  // the indexer's event threads are gone
+	StatusPanic           Status = 6  // an internal bug was caught at the library's boundary
+	StatusPoisoned        Status = 7  // a panic happened earlier on this handle; close it
+	StatusMalformed       Status = 8  // engine ingestion: the payload is not a valid batch (snapshots: not a valid snapshot)
+	StatusTooLarge        Status = 9  // engine ingestion: the payload exceeds MaxEnginePayload
+	StatusIO              Status = 10 // snapshots: a callback or a file failed
 )
 
 // Sentinel errors, one per failure status, for errors.Is.
@@ -35,6 +36,7 @@ var (
 	ErrPoisoned        error = StatusPoisoned
 	ErrMalformed       error = StatusMalformed
 	ErrTooLarge        error = StatusTooLarge
+	ErrIO              error = StatusIO
 )
 
 // ErrClosed is returned by every method of an [Indexer] after [Indexer.Close], and of an
@@ -66,9 +68,11 @@ func (s Status) String() string {
 	case StatusPoisoned:
 		return "handle poisoned by an earlier panic"
 	case StatusMalformed:
-		return "malformed engine payload, nothing applied"
+		return "malformed input (engine payload or snapshot), nothing applied"
 	case StatusTooLarge:
 		return "engine payload larger than the maximum, nothing applied"
+	case StatusIO:
+		return "snapshot input/output failed"
 	default:
 		return "unknown status " + strconv.FormatUint(uint64(s), 10)
 	}

@@ -281,15 +281,15 @@ func TestConfigAndVersion(t *testing.T) {
 	// The library's status list (src/c_types.rs) is the one list: Go names exactly the
 	// statuses the library knows, and no other.
 	const unknown = "unknown kvidx status code"
-	for s := StatusOK; s <= StatusTooLarge+8; s++ {
+	for s := StatusOK; s <= StatusIO+8; s++ {
 		libKnows := libStatusStr(uint32(s)) != unknown
 		goKnows := !strings.HasPrefix(s.String(), "unknown status")
 		if libKnows != goKnows {
 			t.Fatalf("status %d: library text %q, Go text %q", s, libStatusStr(uint32(s)), s.String())
 		}
 	}
-	if libStatusStr(uint32(StatusTooLarge)) == unknown {
-		t.Fatal("the library does not know StatusTooLarge")
+	if libStatusStr(uint32(StatusIO)) == unknown {
+		t.Fatal("the library does not know StatusIO")
 	}
 	t.Logf("back end %s, library %s", backendName, v)
 }

@@ -100,6 +100,72 @@ static kvidx_go_batch kvidx_go_feed_apply(kvidx_engine_feed *feed, kvidx_indexer
 	return r;
 }
 
+static kvidx_go_batch kvidx_go_apply_engine_batch_at(kvidx_indexer *ix, uint32_t format,
+                                                     uint64_t worker, uint32_t rank,
+                                                     const uint8_t *payload, size_t len,
+                                                     uint64_t offset) {
+	kvidx_go_batch r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_apply_engine_batch_at(ix, format, worker, rank, payload, len,
+	                                                 offset, &r.result);
+	return r;
+}
+
+static kvidx_go_batch kvidx_go_feed_apply_at(kvidx_engine_feed *feed, kvidx_indexer *ix,
+                                             uint64_t worker, uint32_t rank, const uint8_t *seq,
+                                             size_t seq_len, const uint8_t *payload, size_t len,
+                                             uint64_t offset) {
+	kvidx_go_batch r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_engine_feed_apply_at(feed, ix, worker, rank, seq, seq_len,
+	                                                payload, len, offset, &r.result);
+	return r;
+}
+
+static kvidx_go_u64 kvidx_go_watermark(const kvidx_indexer *ix, uint64_t worker, uint32_t rank) {
+	kvidx_go_u64 r = {0, 0};
+	r.status = (uint32_t)kvidx_watermark(ix, worker, rank, &r.value);
+	return r;
+}
+
+typedef struct kvidx_go_replica_stats { uint32_t status; kvidx_replica_stats stats; } kvidx_go_replica_stats;
+
+static kvidx_go_replica_stats kvidx_go_get_replica_stats(const kvidx_indexer *ix) {
+	kvidx_go_replica_stats r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_get_replica_stats(ix, &r.stats);
+	return r;
+}
+
+// Snapshots: the callbacks are the //export trampolines of snapshot_cgo.go; the user pointer
+// is the id of the Go stream (an integer, never a Go pointer).
+extern int32_t kvidxGoSnapshotSink(uintptr_t id, uint8_t *data, size_t len);
+extern int32_t kvidxGoSnapshotSource(uintptr_t id, uint8_t *buf, size_t cap, size_t *got);
+
+static int32_t kvidx_go_sink(void *user, const uint8_t *data, size_t len) {
+	return kvidxGoSnapshotSink((uintptr_t)user, (uint8_t *)data, len);
+}
+
+static int32_t kvidx_go_source(void *user, uint8_t *buf, size_t cap, size_t *got) {
+	return kvidxGoSnapshotSource((uintptr_t)user, buf, cap, got);
+}
+
+typedef struct kvidx_go_snapshot { uint32_t status; kvidx_snapshot_info info; } kvidx_go_snapshot;
+
+static kvidx_go_snapshot kvidx_go_snapshot_write(const kvidx_indexer *ix, uintptr_t id) {
+	kvidx_go_snapshot r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_snapshot_write(ix, kvidx_go_sink, (void *)id, &r.info);
+	return r;
+}
+
+static kvidx_go_snapshot kvidx_go_snapshot_restore(const kvidx_indexer *ix, uintptr_t id) {
+	kvidx_go_snapshot r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_snapshot_restore(ix, kvidx_go_source, (void *)id, &r.info);
+	return r;
+}
+
 typedef struct kvidx_go_feed { uint32_t status; kvidx_engine_feed *feed; } kvidx_go_feed;
 
 static kvidx_go_feed kvidx_go_feed_new(uint32_t format, uint32_t flags) {
@@ -199,6 +265,12 @@ const (
 	_ = uint(C.KVIDX_FEED_UNKNOWN_MEDIUM_HOST - FeedUnknownMediumHost)
 	_ = uint(FeedUnknownMediumDisk - C.KVIDX_FEED_UNKNOWN_MEDIUM_DISK)
 	_ = uint(C.KVIDX_FEED_UNKNOWN_MEDIUM_DISK - FeedUnknownMediumDisk)
+	_ = uint(StatusIO - C.KVIDX_ERR_IO)
+	_ = uint(C.KVIDX_ERR_IO - StatusIO)
+	_ = uint(unsafe.Sizeof(SnapshotInfo{}) - C.sizeof_kvidx_snapshot_info)
+	_ = uint(C.sizeof_kvidx_snapshot_info - unsafe.Sizeof(SnapshotInfo{}))
+	_ = uint(unsafe.Sizeof(ReplicaStats{}) - C.sizeof_kvidx_replica_stats)
+	_ = uint(C.sizeof_kvidx_replica_stats - unsafe.Sizeof(ReplicaStats{}))
 )
 
 // cOffsets returns the C offsets of kvidx_event's fields, for the layout test.
@@ -379,4 +451,50 @@ func libFeedRemoveWorkerDpRank(f feedHandle, h handle, worker uint64, rank uint3
 func libFeedPublishers(f feedHandle) (uint64, Status) {
 	r := C.kvidx_go_feed_publishers(f)
 	return uint64(r.value), Status(r.status)
+}
+
+// libHasSnapshots says whether the library has the snapshot functions: always with cgo, where
+// the header's KVIDX_HAS_SNAPSHOTS functions are linked at build time.
+func libHasSnapshots() bool { return true }
+
+func libApplyEventsAt(h handle, e *cEvent, n int, offset uint64) Status {
+	return Status(C.kvidx_apply_events_at(h, (*C.kvidx_event)(unsafe.Pointer(e)), C.size_t(n), C.uint64_t(offset)))
+}
+
+func libApplyEngineBatchAt(h handle, format uint32, worker uint64, rank uint32, p *byte, n int, offset uint64) (Status, cBatchResult) {
+	r := C.kvidx_go_apply_engine_batch_at(h, C.uint32_t(format), C.uint64_t(worker), C.uint32_t(rank),
+		(*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n), C.uint64_t(offset))
+	return Status(r.status), *(*cBatchResult)(unsafe.Pointer(&r.result))
+}
+
+func libFeedApplyAt(f feedHandle, h handle, worker uint64, rank uint32, seq *byte, seqLen int, p *byte, n int, offset uint64) (Status, cBatchResult) {
+	r := C.kvidx_go_feed_apply_at(f, h, C.uint64_t(worker), C.uint32_t(rank),
+		(*C.uint8_t)(unsafe.Pointer(seq)), C.size_t(seqLen), (*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n),
+		C.uint64_t(offset))
+	return Status(r.status), *(*cBatchResult)(unsafe.Pointer(&r.result))
+}
+
+func libWatermark(h handle, worker uint64, rank uint32) (uint64, Status) {
+	r := C.kvidx_go_watermark(h, C.uint64_t(worker), C.uint32_t(rank))
+	return uint64(r.value), Status(r.status)
+}
+
+func libReplicaStats(h handle, out *ReplicaStats) Status {
+	r := C.kvidx_go_get_replica_stats(h)
+	if r.status == C.uint32_t(StatusOK) {
+		*out = *(*ReplicaStats)(unsafe.Pointer(&r.stats))
+	}
+	return Status(r.status)
+}
+
+func libSnapshotWrite(h handle, id uintptr, out *SnapshotInfo) Status {
+	r := C.kvidx_go_snapshot_write(h, C.uintptr_t(id))
+	*out = *(*SnapshotInfo)(unsafe.Pointer(&r.info))
+	return Status(r.status)
+}
+
+func libSnapshotRestore(h handle, id uintptr, out *SnapshotInfo) Status {
+	r := C.kvidx_go_snapshot_restore(h, C.uintptr_t(id))
+	*out = *(*SnapshotInfo)(unsafe.Pointer(&r.info))
+	return Status(r.status)
 }

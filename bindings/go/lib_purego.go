@@ -43,6 +43,8 @@ var lib struct {
 	newWithLimits, feedForget, feedRemoveWorker, feedRemoveWorkerDpRank         uintptr
 	feedPublishers                                                              uintptr
 	applyEventOnTier, applyEventsOnTiers, findMatchesTiered, tieredScore        uintptr
+	applyEventsAt, applyEngineBatchAt, feedApplyAt, watermark, getReplicaStats  uintptr
+	snapshotWrite, snapshotRestore                                              uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -125,6 +127,15 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_apply_events_on_tiers", &lib.applyEventsOnTiers},
 		{"kvidx_find_matches_tiered", &lib.findMatchesTiered},
 		{"kvidx_tiered_score", &lib.tieredScore},
+		// KVIDX_HAS_SNAPSHOTS: without them the methods fail with ErrLibraryUnavailable (see
+		// libHasSnapshots).
+		{"kvidx_apply_events_at", &lib.applyEventsAt},
+		{"kvidx_apply_engine_batch_at", &lib.applyEngineBatchAt},
+		{"kvidx_engine_feed_apply_at", &lib.feedApplyAt},
+		{"kvidx_watermark", &lib.watermark},
+		{"kvidx_get_replica_stats", &lib.getReplicaStats},
+		{"kvidx_snapshot_write", &lib.snapshotWrite},
+		{"kvidx_snapshot_restore", &lib.snapshotRestore},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0
@@ -302,4 +313,79 @@ func libFeedPublishers(f feedHandle) (uint64, Status) {
 	out := new(uint64)
 	st := status(purego.SyscallN(lib.feedPublishers, f, uintptr(unsafe.Pointer(out))))
 	return *out, st
+}
+
+// libHasSnapshots says whether the loaded library has the offset-batch and snapshot
+// functions (KVIDX_HAS_SNAPSHOTS).
+func libHasSnapshots() bool {
+	return lib.applyEventsAt != 0 && lib.applyEngineBatchAt != 0 && lib.feedApplyAt != 0 &&
+		lib.watermark != 0 && lib.getReplicaStats != 0 && lib.snapshotWrite != 0 && lib.snapshotRestore != 0
+}
+
+func libApplyEventsAt(h handle, e *cEvent, n int, offset uint64) Status {
+	return status(purego.SyscallN(lib.applyEventsAt, h, uintptr(unsafe.Pointer(e)), uintptr(n), uintptr(offset)))
+}
+
+func libApplyEngineBatchAt(h handle, format uint32, worker uint64, rank uint32, p *byte, n int, offset uint64) (Status, cBatchResult) {
+	cell := resultPool.Get().(*cBatchResult)
+	*cell = cBatchResult{}
+	st := status(purego.SyscallN(lib.applyEngineBatchAt, h, uintptr(format), uintptr(worker),
+		uintptr(rank), uintptr(unsafe.Pointer(p)), uintptr(n), uintptr(offset), uintptr(unsafe.Pointer(cell))))
+	r := *cell
+	resultPool.Put(cell)
+	return st, r
+}
+
+func libFeedApplyAt(f feedHandle, h handle, worker uint64, rank uint32, seq *byte, seqLen int, p *byte, n int, offset uint64) (Status, cBatchResult) {
+	cell := resultPool.Get().(*cBatchResult)
+	*cell = cBatchResult{}
+	st := status(purego.SyscallN(lib.feedApplyAt, f, h, uintptr(worker), uintptr(rank),
+		uintptr(unsafe.Pointer(seq)), uintptr(seqLen), uintptr(unsafe.Pointer(p)), uintptr(n),
+		uintptr(offset), uintptr(unsafe.Pointer(cell))))
+	r := *cell
+	resultPool.Put(cell)
+	return st, r
+}
+
+func libWatermark(h handle, worker uint64, rank uint32) (uint64, Status) {
+	out := new(uint64)
+	st := status(purego.SyscallN(lib.watermark, h, uintptr(worker), uintptr(rank), uintptr(unsafe.Pointer(out))))
+	return *out, st
+}
+
+func libReplicaStats(h handle, out *ReplicaStats) Status {
+	return status(purego.SyscallN(lib.getReplicaStats, h, uintptr(unsafe.Pointer(out))))
+}
+
+// The snapshot callbacks: two C function pointers made once by purego.NewCallback (which
+// never frees them, so they are made once for the process), dispatching on the stream id
+// passed as the user pointer.
+var snapshotCallbacks = sync.OnceValues(func() (sink, source uintptr) {
+	sink = purego.NewCallback(func(id uintptr, data *byte, n uintptr) int32 {
+		var b []byte
+		if n > 0 {
+			b = unsafe.Slice(data, int(n))
+		}
+		return snapshotSink(id, b)
+	})
+	source = purego.NewCallback(func(id uintptr, buf *byte, capacity uintptr, got *uintptr) int32 {
+		var b []byte
+		if capacity > 0 {
+			b = unsafe.Slice(buf, int(capacity))
+		}
+		n, st := snapshotSource(id, b)
+		*got = uintptr(n)
+		return st
+	})
+	return sink, source
+})
+
+func libSnapshotWrite(h handle, id uintptr, out *SnapshotInfo) Status {
+	sink, _ := snapshotCallbacks()
+	return status(purego.SyscallN(lib.snapshotWrite, h, sink, id, uintptr(unsafe.Pointer(out))))
+}
+
+func libSnapshotRestore(h handle, id uintptr, out *SnapshotInfo) Status {
+	_, source := snapshotCallbacks()
+	return status(purego.SyscallN(lib.snapshotRestore, h, source, id, uintptr(unsafe.Pointer(out))))
 }

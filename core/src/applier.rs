@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::Backend;
-use crate::model::{Outcome, Stats, Write};
+use crate::model::{BatchOutcome, EventData, Outcome, ReplicaStats, Stats, Worker, Write};
 
 /// A backend plus the counters that every way of applying writes shares.
 pub(crate) struct Applier {
@@ -12,6 +12,9 @@ pub(crate) struct Applier {
     events_applied: AtomicU64,
     events_rejected: AtomicU64,
     unknown_removals: AtomicU64,
+    batches_applied: AtomicU64,
+    batches_skipped: AtomicU64,
+    events_skipped: AtomicU64,
 }
 
 impl Applier {
@@ -21,6 +24,9 @@ impl Applier {
             events_applied: AtomicU64::new(0),
             events_rejected: AtomicU64::new(0),
             unknown_removals: AtomicU64::new(0),
+            batches_applied: AtomicU64::new(0),
+            batches_skipped: AtomicU64::new(0),
+            events_skipped: AtomicU64::new(0),
         }
     }
 
@@ -44,8 +50,62 @@ impl Applier {
                     unknown_removals: 0,
                 };
             }
+            Write::Batch {
+                worker,
+                offset,
+                events,
+            } => {
+                let rejected = match self.apply_batch(*worker, *offset, events) {
+                    BatchOutcome::Applied { rejected } => rejected,
+                    _ => 0,
+                };
+                return if rejected > 0 {
+                    Outcome::Rejected(crate::model::RejectReason::ParentNotFound)
+                } else {
+                    Outcome::Applied {
+                        unknown_removals: 0,
+                    }
+                };
+            }
         };
         let outcome = self.backend.apply(event.worker, &event.data);
+        self.count(outcome);
+        outcome
+    }
+
+    /// Applies one batch of a worker as one unit (skipped whole at or below its watermark
+    /// when it has an offset), counting its events and, with an offset, the batch.
+    pub(crate) fn apply_batch(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: &[EventData],
+    ) -> BatchOutcome {
+        let mut rejected = 0u64;
+        let applied = self
+            .backend
+            .apply_batch(worker, offset, events, &mut |outcome| {
+                if matches!(outcome, Outcome::Rejected(_)) {
+                    rejected += 1;
+                }
+                self.count(outcome);
+            });
+        if offset.is_none() {
+            return BatchOutcome::Applied { rejected };
+        }
+        if applied {
+            self.batches_applied.fetch_add(1, Ordering::Relaxed);
+            BatchOutcome::Applied { rejected }
+        } else {
+            self.batches_skipped.fetch_add(1, Ordering::Relaxed);
+            self.events_skipped
+                .fetch_add(events.len() as u64, Ordering::Relaxed);
+            BatchOutcome::Skipped
+        }
+    }
+
+    /// Counts one event's outcome.
+    fn count(&self, outcome: Outcome) {
         match outcome {
             Outcome::Applied { unknown_removals } => {
                 self.events_applied.fetch_add(1, Ordering::Relaxed);
@@ -58,7 +118,15 @@ impl Applier {
                 self.events_rejected.fetch_add(1, Ordering::Relaxed);
             }
         }
-        outcome
+    }
+
+    /// The counters of offset batches.
+    pub(crate) fn replica_stats(&self) -> ReplicaStats {
+        ReplicaStats {
+            batches_applied: self.batches_applied.load(Ordering::Relaxed),
+            batches_skipped: self.batches_skipped.load(Ordering::Relaxed),
+            events_skipped: self.events_skipped.load(Ordering::Relaxed),
+        }
     }
 
     pub(crate) fn stats(&self) -> Stats {

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use crate::applier::Applier;
 use crate::index::{Backend, BackendKind};
-use crate::model::{Event, Match, Stats, TieredMatch, Worker, Write};
+use crate::model::{BatchOutcome, Event, Match, ReplicaStats, Stats, TieredMatch, Worker, Write};
 use crate::reference::ReferenceIndex;
+use crate::snapshot::{self, SnapshotInfo};
 use crate::writer::Writer;
 use crate::Error;
 
@@ -226,6 +227,89 @@ impl Indexer {
     /// figures that include every accepted event.
     pub fn stats(&self) -> Stats {
         self.applier.stats()
+    }
+
+    /// Applies (synchronous mode) or queues (pooled mode) `events`, all of `worker`, as one
+    /// batch at `offset` (>= 1): when it is applied (in the worker's order, after its earlier
+    /// writes), it is skipped whole if `offset` is at or below the worker's watermark;
+    /// otherwise its events are applied in order under one hold of the worker's lock (no
+    /// reader or snapshot sees part of it) and the watermark becomes `offset`. Replaying an
+    /// overlapping range of batches is therefore idempotent.
+    ///
+    /// A batch at an offset makes its worker known (its watermark is part of its state), even
+    /// when it is empty or every event of it is rejected. Events count in [`Indexer::stats`]
+    /// as usual; batches in [`Indexer::replica_stats`]. Returns [`BatchOutcome::Skipped`] or
+    /// [`BatchOutcome::Applied`] (with the rejected Stored events) in synchronous mode,
+    /// [`BatchOutcome::Queued`] with event threads. An offset of 0 or an event of another
+    /// worker is [`Error::InvalidArgument`] (nothing applied).
+    pub fn apply_batch_at(
+        &self,
+        worker: Worker,
+        offset: u64,
+        events: Vec<Event>,
+    ) -> Result<BatchOutcome, Error> {
+        if offset == 0 {
+            return Err(Error::InvalidArgument("a batch offset is at least 1"));
+        }
+        if events.iter().any(|e| e.worker != worker) {
+            return Err(Error::InvalidArgument(
+                "every event of a batch is for the batch's worker",
+            ));
+        }
+        let events = events.into_iter().map(|e| e.data).collect();
+        self.writer.submit_batch(worker, Some(offset), events)
+    }
+
+    /// The worker's watermark: the offset of the last batch applied to it (restored from a
+    /// snapshot, or by [`Indexer::apply_batch_at`]); `None` when the worker is unknown or has
+    /// none. In pooled mode, [`Indexer::flush`] first for one that includes every batch
+    /// accepted.
+    pub fn watermark(&self, worker: Worker) -> Option<u64> {
+        self.applier.backend().watermark(worker)
+    }
+
+    /// Counters of offset batches: applied, skipped, and the events of the skipped ones.
+    pub fn replica_stats(&self) -> ReplicaStats {
+        self.applier.replica_stats()
+    }
+
+    /// Writes the index's state to `w` as a snapshot (docs/snapshots.md) while events keep
+    /// being applied: each worker's section is one state of that worker (taken under its
+    /// lock, never part of a batch) with its watermark. Only one worker's section is held in
+    /// memory at a time; wrap `w` in a `BufWriter` for small writes' sake if it is unbuffered.
+    /// In pooled mode, [`Indexer::flush`] first to include every accepted event.
+    ///
+    /// Errors: [`Error::Io`] when `w` fails; [`Error::InvalidArgument`] for a backend without
+    /// snapshots (the reference model).
+    pub fn write_snapshot(&self, w: impl std::io::Write) -> Result<SnapshotInfo, Error> {
+        let hooks = self.snapshot_hooks()?;
+        snapshot::write(hooks.0, w)
+    }
+
+    /// Restores a snapshot into this indexer, which must be empty: it never knew a worker, or
+    /// every worker was removed ([`Error::InvalidArgument`] otherwise). Afterwards it answers
+    /// and behaves exactly as the indexer that wrote the snapshot did when each worker's
+    /// section was taken, watermarks included (so batches at or below them are skipped).
+    /// Event counters ([`Indexer::stats`]' `events_*`) are not restored.
+    ///
+    /// Any bad input (truncated, corrupted, foreign, a newer format version) is
+    /// [`Error::Malformed`]; a failing reader is [`Error::Io`]; either way the indexer is left
+    /// empty and usable. A positional snapshot with orphans known only by identity cannot be
+    /// restored into the radix backend ([`Error::InvalidArgument`], nothing restored). Apply
+    /// no event while a restore runs (queries are fine).
+    pub fn restore_snapshot(&self, r: impl std::io::Read) -> Result<SnapshotInfo, Error> {
+        let hooks = self.snapshot_hooks()?;
+        self.flush()?;
+        snapshot::restore(hooks.0, r)
+    }
+
+    fn snapshot_hooks(&self) -> Result<snapshot::SnapshotHooks<'_>, Error> {
+        self.applier
+            .backend()
+            .snapshots()
+            .ok_or(Error::InvalidArgument(
+                "this backend does not support snapshots",
+            ))
     }
 }
 

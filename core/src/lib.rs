@@ -37,6 +37,7 @@ pub mod model;
 mod pool;
 pub use index::reference;
 pub mod scratch;
+pub mod snapshot;
 mod writer;
 
 pub use index::{Backend, BackendKind};
@@ -45,9 +46,10 @@ pub use indexer::{
     MAX_EVENT_THREADS, MAX_JUMP_SIZE, MAX_QUEUE_CAPACITY,
 };
 pub use model::{
-    Block, Event, EventData, Match, Outcome, RejectReason, Stats, Tier, TieredMatch, Worker, Write,
-    TIERS,
+    BatchOutcome, Block, Event, EventData, Match, Outcome, RejectReason, ReplicaStats, Stats, Tier,
+    TieredMatch, Worker, Write, TIERS,
 };
+pub use snapshot::SnapshotInfo;
 
 /// Why an indexer call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +60,11 @@ pub enum Error {
     ParentNotFound,
     /// The indexer's event threads are gone (an internal bug stopped them).
     ShutDown,
+    /// A snapshot being restored is not a valid kvidx snapshot (truncated, corrupted, foreign,
+    /// a newer format version); the text says what was wrong. Nothing was restored.
+    Malformed(&'static str),
+    /// Reading or writing a snapshot failed in the reader or writer it was given.
+    Io(std::io::ErrorKind),
 }
 
 impl std::fmt::Display for Error {
@@ -66,6 +73,8 @@ impl std::fmt::Display for Error {
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::ParentNotFound => f.write_str("the parent block is not held by the worker"),
             Error::ShutDown => f.write_str("the indexer's event threads are gone"),
+            Error::Malformed(what) => write!(f, "malformed snapshot: {what}"),
+            Error::Io(kind) => write!(f, "snapshot input/output failed: {kind}"),
         }
     }
 }

@@ -147,17 +147,25 @@ pub struct Event {
     pub data: EventData,
 }
 
-impl Event {
-    /// The memory this event holds while queued: the event itself plus its block and hash
-    /// arrays. Queue byte budgets ([`Config::queue_bytes`](crate::Config::queue_bytes)) count
-    /// this.
+impl EventData {
+    /// The memory this event's data holds while queued: itself plus its block and hash
+    /// arrays.
     pub fn queued_bytes(&self) -> usize {
-        let arrays = match &self.data {
+        let arrays = match self {
             EventData::Stored { blocks, .. } => std::mem::size_of_val(blocks.as_slice()),
             EventData::Removed { seq_hashes, .. } => std::mem::size_of_val(seq_hashes.as_slice()),
             EventData::Cleared => 0,
         };
         std::mem::size_of::<Self>() + arrays
+    }
+}
+
+impl Event {
+    /// The memory this event holds while queued: the event itself plus its block and hash
+    /// arrays. Queue byte budgets ([`Config::queue_bytes`](crate::Config::queue_bytes)) count
+    /// this.
+    pub fn queued_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() - std::mem::size_of::<EventData>() + self.data.queued_bytes()
     }
 
     /// A `Stored` event.
@@ -241,6 +249,18 @@ pub enum Write {
     RemoveWorker(u64),
     /// Drop and forget one `(worker_id, dp_rank)`.
     RemoveWorkerDpRank(Worker),
+    /// Several events of one worker applied as one unit under that worker's exclusion (a
+    /// reader or a snapshot sees all of them or none). With an `offset`, the batch is skipped
+    /// whole when `offset` is at or below the worker's watermark, and otherwise the
+    /// watermark becomes `offset` (see [`crate::Indexer::apply_batch_at`]).
+    Batch {
+        /// The worker every event is about.
+        worker: Worker,
+        /// The batch's offset (>= 1), or `None` for a plain batch that keeps no watermark.
+        offset: Option<u64>,
+        /// What the events do, in order.
+        events: Vec<EventData>,
+    },
 }
 
 impl Write {
@@ -250,6 +270,7 @@ impl Write {
             Write::Event(event) => event.worker.worker_id,
             Write::RemoveWorker(worker_id) => *worker_id,
             Write::RemoveWorkerDpRank(worker) => worker.worker_id,
+            Write::Batch { worker, .. } => worker.worker_id,
         }
     }
 
@@ -257,6 +278,10 @@ impl Write {
     pub fn queued_bytes(&self) -> usize {
         match self {
             Write::Event(event) => event.queued_bytes(),
+            Write::Batch { events, .. } => {
+                std::mem::size_of::<Self>()
+                    + events.iter().map(EventData::queued_bytes).sum::<usize>()
+            }
             _ => std::mem::size_of::<Self>(),
         }
     }
@@ -365,6 +390,33 @@ pub struct Stats {
     pub workers: u64,
     /// Sum over workers of the blocks (names) they hold.
     pub worker_blocks: u64,
+}
+
+/// Counters of offset batches ([`crate::Indexer::apply_batch_at`]): how many were applied and
+/// how many were skipped because their offset was at or below their worker's watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct ReplicaStats {
+    /// Offset batches applied (their events count in [`Stats`] as usual).
+    pub batches_applied: u64,
+    /// Offset batches skipped whole (offset <= the worker's watermark).
+    pub batches_skipped: u64,
+    /// Events in the skipped batches (counted nowhere else).
+    pub events_skipped: u64,
+}
+
+/// What submitting a batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOutcome {
+    /// Event threads: the batch was queued; its outcome shows in the counters after a flush.
+    Queued,
+    /// Its offset was at or below the worker's watermark: nothing was applied.
+    Skipped,
+    /// Every event was applied in order; `rejected` Stored events of it were rejected.
+    Applied {
+        /// Stored events of the batch that were rejected (missing parent or overflow).
+        rejected: u64,
+    },
 }
 
 /// What applying one event did, as seen by the indexer's counters.

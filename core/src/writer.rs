@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::applier::Applier;
-use crate::model::{Outcome, RejectReason, Write};
+use crate::model::{BatchOutcome, EventData, Outcome, RejectReason, Worker, Write};
 use crate::pool::EventPool;
 use crate::Error;
 
@@ -49,6 +49,25 @@ impl Writer {
                     "the chain passes the largest position (u32::MAX)",
                 )),
             },
+        }
+    }
+
+    /// Applies (inline) or queues (pooled) one batch of a worker's events.
+    pub(crate) fn submit_batch(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: Vec<EventData>,
+    ) -> Result<BatchOutcome, Error> {
+        match self {
+            Writer::Pooled(pool) => pool
+                .submit(Write::Batch {
+                    worker,
+                    offset,
+                    events,
+                })
+                .map(|()| BatchOutcome::Queued),
+            Writer::Inline(applier) => Ok(applier.apply_batch(worker, offset, &events)),
         }
     }
 

@@ -567,3 +567,80 @@ fn media_map_to_storage_tiers() {
     assert_eq!(Medium::parse("storage").tier(Tier::External), Tier::Disk);
     assert_eq!(Medium::parse("weird").tier(Tier::Host), Tier::Host);
 }
+
+#[test]
+fn an_engine_batch_at_an_offset_is_one_unit_skipped_at_or_below_the_watermark() {
+    let store = fixture("trtllm_map"); // stores chain A (3 blocks), removes block 0
+    let w = Worker::new(4, 0);
+    for threads in [0, 2] {
+        let indexer = Indexer::new(Config {
+            event_threads: threads,
+            ..Config::default()
+        })
+        .unwrap();
+        let mut feed = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+        let r = feed
+            .apply_message_at(&indexer, 4, Some(0), Some(0), &store, 10)
+            .unwrap();
+        assert!(!r.batch_skipped);
+        indexer.flush().unwrap();
+        assert_eq!(indexer.watermark(w), Some(10));
+        let after_first = snapshot(&indexer);
+        assert_eq!(after_first.0.worker_blocks, 2);
+        // The same stream message again (a replayed range): skipped whole, the sequence is
+        // still tracked.
+        let r = feed
+            .apply_message_at(&indexer, 4, Some(0), Some(1), &store, 10)
+            .unwrap();
+        assert_eq!(r.batch_skipped, threads == 0);
+        assert_eq!(snapshot(&indexer).1, after_first.1);
+        assert_eq!(feed.tracker().expected(&w), Some(2));
+        // A gap's clear is part of the batch: skipped with it at an old offset...
+        let r = feed
+            .apply_message_at(&indexer, 4, Some(0), Some(7), &store, 9)
+            .unwrap();
+        assert!(r.cleared_worker);
+        indexer.flush().unwrap();
+        assert_eq!(indexer.stats().worker_blocks, 2, "nothing cleared");
+        // ...and applied with it at a new one: cleared, then stored again (one unit).
+        let r = feed
+            .apply_message_at(&indexer, 4, Some(0), Some(12), &store, 11)
+            .unwrap();
+        assert!(r.cleared_worker && !r.batch_skipped);
+        indexer.flush().unwrap();
+        assert_eq!(indexer.watermark(w), Some(11));
+        let replica = indexer.replica_stats();
+        assert_eq!((replica.batches_applied, replica.batches_skipped), (2, 2));
+        // The plain function, and offset 0.
+        let options = ApplyOptions::default();
+        let r = kvidx::engine::apply_payload_at(
+            &indexer,
+            Format::TrtLlm,
+            4,
+            Some(0),
+            &store,
+            &options,
+            11,
+        )
+        .unwrap();
+        assert_eq!(r.batch_skipped, threads == 0);
+        assert!(kvidx::engine::apply_payload_at(
+            &indexer,
+            Format::TrtLlm,
+            4,
+            Some(0),
+            &store,
+            &options,
+            0
+        )
+        .is_err());
+        assert!(feed
+            .apply_message_at(&indexer, 4, Some(0), Some(13), &store, 0)
+            .is_err());
+        assert_eq!(
+            feed.tracker().expected(&w),
+            Some(13),
+            "offset 0 records nothing"
+        );
+    }
+}

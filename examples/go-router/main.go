@@ -2,6 +2,11 @@
 // request scheduler would: engines' KV events come in on POST /events, requests are routed
 // on POST /route to the worker with the best mix of cached prefix and load, and the index's
 // counters are exported on GET /metrics. See newHandler for the API.
+//
+// With --nats URL the router is a replica: it consumes engine batches from the KVIDX_EVENTS
+// JetStream stream (each applied once, as the offset batch at its stream sequence), saves
+// snapshots to the KVIDX_SNAPSHOTS object store and starts from the newest valid one (see
+// replica.go and docs/replicas.md).
 package main
 
 import (
@@ -36,6 +41,8 @@ type options struct {
 	maxBody       int64
 	limits        Limits
 	timeouts      timeouts
+	// nats is --nats mode: events come from the KVIDX_EVENTS stream (docs/replicas.md).
+	nats natsOptions
 }
 
 // timeouts are the HTTP server's: a request's header must arrive within readHeader and the
@@ -59,6 +66,7 @@ func defaultOptions() options {
 		maxBody:       8 << 20,
 		limits:        DefaultLimits(),
 		timeouts:      timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
+		nats:          defaultNATSOptions(),
 	}
 }
 
@@ -80,26 +88,39 @@ func main() {
 	flag.DurationVar(&o.timeouts.read, "read-timeout", o.timeouts.read, "time to receive a whole request, body included")
 	flag.DurationVar(&o.timeouts.write, "write-timeout", o.timeouts.write, "time to handle a request and write its response")
 	flag.DurationVar(&o.timeouts.idle, "idle-timeout", o.timeouts.idle, "time a kept-alive connection may wait for its next request")
+	flag.StringVar(&o.nats.url, "nats", "", "NATS URL (e.g. nats://127.0.0.1:4222): consume engine batches from the KVIDX_EVENTS JetStream stream, snapshot to the KVIDX_SNAPSHOTS object store, POST /events off")
+	flag.Uint64Var(&o.nats.snapshotMsgs, "snapshot-msgs", o.nats.snapshotMsgs, "--nats: save a snapshot after this many stream messages")
+	flag.DurationVar(&o.nats.snapshotEvery, "snapshot-every", o.nats.snapshotEvery, "--nats: save a snapshot at least this often while messages arrive")
+	flag.IntVar(&o.nats.snapshotKeep, "snapshot-keep", o.nats.snapshotKeep, "--nats: newest snapshots kept in the bucket")
+	flag.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
+	flag.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, ix, err := newServer(o)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, ix, rep, err := newReplicaServer(ctx, o)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ix.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	if rep != nil {
+		defer rep.close()
+	}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	log.Printf("go-router listening on %s (backend %s)", ln.Addr(), o.backend)
+	mode := "POST /events"
+	if o.nats.url != "" {
+		mode = "stream " + streamName + " on " + o.nats.url
+	}
+	log.Printf("go-router listening on %s (backend %s, events from %s)", ln.Addr(), o.backend, mode)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
@@ -107,6 +128,29 @@ func main() {
 
 // newServer builds the index, the router and the HTTP server for the options.
 func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
+	srv, ix, _, err := buildServer(o)
+	return srv, ix, err
+}
+
+// newReplicaServer is newServer plus, in --nats mode, the replica: bootstrap from the newest
+// snapshot, then the stream consumer, which runs until ctx ends.
+func newReplicaServer(ctx context.Context, o options) (*http.Server, *kvidx.Indexer, *replica, error) {
+	srv, ix, api, err := buildServer(o)
+	if err != nil || o.nats.url == "" {
+		return srv, ix, nil, err
+	}
+	rep, err := startReplica(ctx, o.nats, ix, api.router)
+	if err != nil {
+		_ = ix.Close()
+		return nil, nil, nil, err
+	}
+	api.replica = rep
+	return srv, ix, rep, nil
+}
+
+// buildServer builds the index, the router and the HTTP server for the options, and returns
+// the API's state.
+func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 	cfg := kvidx.Config{EventThreads: uint32(o.eventThreads)}
 	switch o.backend {
 	case "positional":
@@ -114,43 +158,44 @@ func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
 	case "radix":
 		cfg.Backend = kvidx.BackendRadix
 	default:
-		return nil, nil, errors.New("unknown backend " + o.backend)
+		return nil, nil, nil, errors.New("unknown backend " + o.backend)
 	}
 	if o.blockSize == 0 || o.blockSize > 1<<20 {
-		return nil, nil, errors.New("block size out of range")
+		return nil, nil, nil, errors.New("block size out of range")
 	}
 	if o.maxBody <= 0 {
-		return nil, nil, errors.New("max body must be positive")
+		return nil, nil, nil, errors.New("max body must be positive")
 	}
 	unknownMedium, err := parseTier(o.unknownMedium)
 	if err != nil || unknownMedium == kvidx.TierAll {
-		return nil, nil, fmt.Errorf("unknown medium tier %q: want device, host, disk or external", o.unknownMedium)
+		return nil, nil, nil, fmt.Errorf("unknown medium tier %q: want device, host, disk or external", o.unknownMedium)
 	}
 	if err := validTierWeights(o.tierWeights); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	t := o.timeouts
 	if t.readHeader <= 0 || t.read <= 0 || t.write <= 0 || t.idle <= 0 {
-		return nil, nil, errors.New("every timeout must be positive")
+		return nil, nil, nil, errors.New("every timeout must be positive")
 	}
 	ix, err := kvidx.New(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	r, err := NewTieredRouter(ix, o.loadWeight, o.tierWeights, o.limits)
 	if err != nil {
 		_ = ix.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	api := newAPI(r, ix, uint32(o.blockSize), o.maxBody, unknownMedium)
 	srv := &http.Server{
-		Handler:           newHandler(r, ix, uint32(o.blockSize), o.maxBody, unknownMedium),
+		Handler:           api.handler(),
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
 		IdleTimeout:       t.idle,
 		MaxHeaderBytes:    64 << 10,
 	}
-	return srv, ix, nil
+	return srv, ix, api, nil
 }
 
 // tierWeights is the -tier-weights flag: four comma-separated numbers, the worth of a cached

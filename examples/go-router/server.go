@@ -29,6 +29,9 @@ type server struct {
 	// events, a waiting request holds it exclusively from a first flush to its last, so the
 	// index's counters move only with its own events in between.
 	applyGate sync.RWMutex
+	// replica, in --nats mode, feeds the index from the stream: POST /events and
+	// DELETE /workers are then refused (409) so replicas stay identical; GET /replica reports.
+	replica *replica
 }
 
 // routeRequest is the body of POST /route: token ids (hashed with the router's block size)
@@ -64,20 +67,34 @@ type errorResponse struct {
 //	DELETE /requests/{id}       the routed request is done (no longer counts as load)
 //	DELETE /workers/{id}        forget a worker (all dp ranks)
 //	GET    /metrics             Prometheus text
+//	GET    /replica             --nats mode: the replica's state as JSON (stream position,
+//	                            lag, watermarks, offset-batch stats, bootstrap, snapshots)
 //
-// Statuses: 400 bad input, 404 unknown request or endpoint, 405 wrong method, 408 body not
-// received in time, 409 worker limit reached, 413 body larger than maxBody, 503 no worker
-// known yet.
+// Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
+// 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
+// mode, POST /events and DELETE /workers: the index follows the stream only), 413 body larger
+// than maxBody, 503 no worker known yet.
 // unknownMedium is the storage tier of an event medium kvidx does not know.
 func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) http.Handler {
-	s := &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics(),
+	return newAPI(r, ix, blockSize, maxBody, unknownMedium).handler()
+}
+
+// newAPI returns the state of the router's HTTP API (see newHandler).
+func newAPI(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) *server {
+	return &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics(),
 		unknownMedium: unknownMedium}
+}
+
+// handler returns the HTTP API over s (see newHandler); in --nats mode GET /replica reports
+// the replica's state as JSON.
+func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", s.postEvents)
 	mux.HandleFunc("POST /route", s.postRoute)
 	mux.HandleFunc("DELETE /requests/{id}", s.deleteRequest)
 	mux.HandleFunc("DELETE /workers/{id}", s.deleteWorker)
 	mux.HandleFunc("GET /metrics", s.getMetrics)
+	mux.HandleFunc("GET /replica", s.getReplica)
 	mux.HandleFunc("/", s.unknown)
 	return mux
 }
@@ -85,7 +102,7 @@ func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, u
 // allowed is the method each route of the API takes, by path (ids replaced by {id}).
 var allowed = map[string]string{
 	"/events": "POST", "/route": "POST", "/metrics": "GET",
-	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE",
+	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE", "/replica": "GET",
 }
 
 // unknown answers what no route took: 405 for a known path with another method, else 404,
@@ -143,7 +160,14 @@ func (s *server) readBody(w http.ResponseWriter, req *http.Request) ([]byte, boo
 	return nil, false
 }
 
+// errFromStream refuses index changes over HTTP in --nats mode.
+const errFromStream = "this router is a replica fed by the " + streamName + " stream (--nats): index changes come from the stream only"
+
 func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
+	if s.replica != nil {
+		s.fail(w, http.StatusConflict, errFromStream)
+		return
+	}
 	body, ok := s.readBody(w, req)
 	if !ok {
 		return
@@ -304,6 +328,10 @@ func (s *server) deleteRequest(w http.ResponseWriter, req *http.Request) {
 }
 
 func (s *server) deleteWorker(w http.ResponseWriter, req *http.Request) {
+	if s.replica != nil {
+		s.fail(w, http.StatusConflict, errFromStream)
+		return
+	}
 	id, err := pathID(req)
 	if err != nil {
 		s.badRequest(w, err)
@@ -324,6 +352,22 @@ func (s *server) getMetrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.write(w, st, s.router)
+	if s.replica != nil {
+		s.replica.writeMetrics(w)
+	}
+}
+
+func (s *server) getReplica(w http.ResponseWriter, _ *http.Request) {
+	if s.replica == nil {
+		s.fail(w, http.StatusNotFound, "not a replica: start the router with --nats")
+		return
+	}
+	rep, err := s.replica.report()
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, rep)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

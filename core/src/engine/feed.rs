@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Event, Worker};
+use crate::model::{BatchOutcome, Event, Worker};
 use crate::{Error, Indexer};
 
 use super::batch::{DecodedBatch, Format};
@@ -21,11 +21,35 @@ use super::to_index::{to_events, ApplyOptions, Conversion, SkipCounts};
 pub trait EventSink {
     /// Applies or queues one event, like [`Indexer::apply_event`].
     fn apply_event(&self, event: Event) -> Result<(), Error>;
+
+    /// Applies or queues one worker's events as one batch at `offset`, like
+    /// [`Indexer::apply_batch_at`]. The default refuses ([`Error::InvalidArgument`]): a sink
+    /// that is not an indexer must implement it to take offset batches.
+    fn apply_batch_at(
+        &self,
+        worker: Worker,
+        offset: u64,
+        events: Vec<Event>,
+    ) -> Result<BatchOutcome, Error> {
+        let _ = (worker, offset, events);
+        Err(Error::InvalidArgument(
+            "this event sink does not take offset batches",
+        ))
+    }
 }
 
 impl EventSink for Indexer {
     fn apply_event(&self, event: Event) -> Result<(), Error> {
         Indexer::apply_event(self, event)
+    }
+
+    fn apply_batch_at(
+        &self,
+        worker: Worker,
+        offset: u64,
+        events: Vec<Event>,
+    ) -> Result<BatchOutcome, Error> {
+        Indexer::apply_batch_at(self, worker, offset, events)
     }
 }
 
@@ -64,8 +88,12 @@ pub struct BatchReport {
     pub skipped: SkipCounts,
     /// How the batch's sequence number related to the publisher's previous one, when given.
     pub seq: Option<SeqStatus>,
-    /// Whether the worker was cleared before the batch (gap or restart reaction).
+    /// Whether the worker was cleared before the batch (gap or restart reaction; in an offset
+    /// batch, the clear is part of the batch and skipped with it).
     pub cleared_worker: bool,
+    /// Synchronous mode, offset batches: the batch was skipped whole because its offset was at
+    /// or below the worker's watermark (nothing applied; `events_submitted` counts its events).
+    pub batch_skipped: bool,
 }
 
 /// Applies an already decoded batch to `worker`, numbering index events from
@@ -78,15 +106,25 @@ pub fn apply_batch<S: EventSink + ?Sized>(
     options: &ApplyOptions,
 ) -> Result<BatchReport, Error> {
     let conversion = to_events(batch, worker, first_event_id, options);
-    submit(indexer, conversion, worker, batch.events.len() as u64)
+    submit(
+        indexer,
+        conversion,
+        worker,
+        batch.events.len() as u64,
+        None,
+        None,
+    )
 }
 
 /// Submits converted events in order; every event is tried, only [`Error::ShutDown`] stops.
+/// With an `offset`, the events (after `clear`, if given) are one batch at that offset.
 fn submit<S: EventSink + ?Sized>(
     indexer: &S,
     conversion: Conversion,
     worker: Worker,
     events_decoded: u64,
+    offset: Option<u64>,
+    clear: Option<Event>,
 ) -> Result<BatchReport, Error> {
     let mut report = BatchReport {
         dp_rank: worker.dp_rank,
@@ -94,6 +132,20 @@ fn submit<S: EventSink + ?Sized>(
         skipped: conversion.skipped,
         ..BatchReport::default()
     };
+    if let Some(offset) = offset {
+        let submitted = conversion.events.len() as u64;
+        let events = clear.into_iter().chain(conversion.events).collect();
+        match indexer.apply_batch_at(worker, offset, events)? {
+            BatchOutcome::Skipped => report.batch_skipped = true,
+            BatchOutcome::Applied { rejected } => report.events_rejected = rejected,
+            BatchOutcome::Queued => {}
+        }
+        report.events_submitted = submitted;
+        return Ok(report);
+    }
+    if let Some(clear) = clear {
+        indexer.apply_event(clear)?;
+    }
     for event in conversion.events {
         match indexer.apply_event(event) {
             Ok(()) => report.events_submitted += 1,
@@ -151,6 +203,46 @@ pub fn apply_payload<S: EventSink + ?Sized>(
     payload: &[u8],
     options: &ApplyOptions,
 ) -> Result<BatchReport, FeedError> {
+    apply_payload_with(indexer, format, worker_id, dp_rank, payload, options, None)
+}
+
+/// Like [`apply_payload`], the decoded batch applied as one offset batch
+/// ([`Indexer::apply_batch_at`]): skipped whole when `offset` (>= 1) is at or below the
+/// worker's watermark.
+pub fn apply_payload_at<S: EventSink + ?Sized>(
+    indexer: &S,
+    format: Format,
+    worker_id: u64,
+    dp_rank: Option<u32>,
+    payload: &[u8],
+    options: &ApplyOptions,
+    offset: u64,
+) -> Result<BatchReport, FeedError> {
+    if offset == 0 {
+        return Err(FeedError::Index(Error::InvalidArgument(
+            "a batch offset is at least 1",
+        )));
+    }
+    apply_payload_with(
+        indexer,
+        format,
+        worker_id,
+        dp_rank,
+        payload,
+        options,
+        Some(offset),
+    )
+}
+
+fn apply_payload_with<S: EventSink + ?Sized>(
+    indexer: &S,
+    format: Format,
+    worker_id: u64,
+    dp_rank: Option<u32>,
+    payload: &[u8],
+    options: &ApplyOptions,
+    offset: Option<u64>,
+) -> Result<BatchReport, FeedError> {
     let converted = convert_payload(format, payload, worker_id, dp_rank, options, |_| 0)
         .map_err(FeedError::Decode)?;
     submit(
@@ -158,6 +250,8 @@ pub fn apply_payload<S: EventSink + ?Sized>(
         converted.conversion,
         converted.worker,
         converted.events_decoded,
+        offset,
+        None,
     )
     .map_err(FeedError::Index)
 }
@@ -302,6 +396,40 @@ impl EngineFeed {
         seq: Option<u64>,
         payload: &[u8],
     ) -> Result<BatchReport, FeedError> {
+        self.apply_message_with(indexer, worker_id, dp_rank, seq, payload, None)
+    }
+
+    /// Like [`EngineFeed::apply_message`], the decoded batch (with the clear a gap or restart
+    /// calls for, first) applied as one offset batch ([`Indexer::apply_batch_at`]): skipped
+    /// whole, clear included, when `offset` (>= 1) is at or below the worker's watermark.
+    /// The sequence is tracked either way. An offset of 0 is [`Error::InvalidArgument`]
+    /// (nothing applied or recorded).
+    pub fn apply_message_at<S: EventSink + ?Sized>(
+        &mut self,
+        indexer: &S,
+        worker_id: u64,
+        dp_rank: Option<u32>,
+        seq: Option<u64>,
+        payload: &[u8],
+        offset: u64,
+    ) -> Result<BatchReport, FeedError> {
+        if offset == 0 {
+            return Err(FeedError::Index(Error::InvalidArgument(
+                "a batch offset is at least 1",
+            )));
+        }
+        self.apply_message_with(indexer, worker_id, dp_rank, seq, payload, Some(offset))
+    }
+
+    fn apply_message_with<S: EventSink + ?Sized>(
+        &mut self,
+        indexer: &S,
+        worker_id: u64,
+        dp_rank: Option<u32>,
+        seq: Option<u64>,
+        payload: &[u8],
+        offset: Option<u64>,
+    ) -> Result<BatchReport, FeedError> {
         // Decide the reaction from the state before the batch; record nothing until the
         // whole payload has decoded.
         let mut plan = (None, false);
@@ -346,10 +474,8 @@ impl EngineFeed {
             _ => {}
         }
         let next_id = self.event_ids.entry(worker).or_insert(0);
+        let clear_event = clear.then(|| Event::cleared(worker, *next_id));
         if clear {
-            indexer
-                .apply_event(Event::cleared(worker, *next_id))
-                .map_err(FeedError::Index)?;
             *next_id = next_id.wrapping_add(1);
             stats.workers_cleared = stats.workers_cleared.saturating_add(1);
         }
@@ -358,6 +484,8 @@ impl EngineFeed {
             converted.conversion,
             worker,
             converted.events_decoded,
+            offset,
+            clear_event,
         )
         .map_err(FeedError::Index)?;
         *next_id = next_id.wrapping_add(report.events_submitted);

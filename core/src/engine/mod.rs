@@ -29,8 +29,8 @@ pub use batch::{BlockRemoved, BlockStored, DecodedBatch, EngineEvent, ExtraKey, 
 pub use decode::{decode_batch, BatchEvents, MAX_PAYLOAD_BYTES};
 pub use error::DecodeError;
 pub use feed::{
-    apply_batch, apply_payload, BatchReport, EngineFeed, EngineStats, EventSink, FeedConfig,
-    FeedError,
+    apply_batch, apply_payload, apply_payload_at, BatchReport, EngineFeed, EngineStats, EventSink,
+    FeedConfig, FeedError,
 };
 pub use msgpack::MAX_DEPTH;
 pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};

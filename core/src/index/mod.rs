@@ -25,6 +25,47 @@ pub trait Backend: Send + Sync + 'static {
     fn workers(&self) -> u64;
     /// Sum over workers of the blocks they hold.
     fn worker_blocks(&self) -> u64;
+
+    /// Applies several events of one worker in order, as one unit: the positional and radix
+    /// backends (and the reference model) apply them under one hold of the worker's lock, so
+    /// no reader or snapshot sees part of the batch. `outcome` is called with each event's
+    /// outcome, in order.
+    ///
+    /// With an `offset` (>= 1), the backend keeps the worker's watermark: a batch whose
+    /// offset is at or below it is skipped whole (`false` is returned and `outcome` is never
+    /// called); otherwise every event is applied, the watermark becomes `offset` and the
+    /// worker is known afterwards (even if every event was rejected). Returns `true` when
+    /// the batch was applied.
+    ///
+    /// The default applies each event with [`Backend::apply`] and keeps no watermark (every
+    /// batch is applied, one event at a time): a backend outside this crate that needs
+    /// exactly-once replay implements this and [`Backend::watermark`] itself.
+    fn apply_batch(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: &[EventData],
+        outcome: &mut dyn FnMut(Outcome),
+    ) -> bool {
+        let _ = offset;
+        for data in events {
+            outcome(self.apply(worker, data));
+        }
+        true
+    }
+
+    /// The worker's watermark: the offset of the last batch applied to it; `None` when the
+    /// worker is unknown or has none (the default: no watermarks kept).
+    fn watermark(&self, worker: Worker) -> Option<u64> {
+        let _ = worker;
+        None
+    }
+
+    /// The backend's snapshot support ([`crate::snapshot`]); `None` (the default) when it
+    /// cannot be written to or restored from a snapshot.
+    fn snapshots(&self) -> Option<crate::snapshot::SnapshotHooks<'_>> {
+        None
+    }
 }
 
 /// Which index structure an indexer uses.

@@ -33,6 +33,10 @@ use super::worker_set::{merge_into, split_by, WorkerSet};
 use crate::identity::{mix, IDENTITY_SEED};
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
+use crate::snapshot::{DecodedWorker, Exporter};
+use crate::Error;
+
+mod snapshot;
 
 /// Identities at one (position, local hash), with their holders.
 #[derive(Debug)]
@@ -596,6 +600,19 @@ impl WorkerBlocks for PositionalIndex {
     fn after_change(&self, state: &WorkerState, info: &SlotInfo) {
         info.jumps_unsafe
             .store(state.orphans > 0, Ordering::Release);
+    }
+
+    fn export_state(&self, state: &WorkerState, exporter: &mut Exporter) {
+        self.export_snapshot(state, exporter);
+    }
+
+    fn restore_state(
+        &self,
+        state: &mut WorkerState,
+        slot: u32,
+        section: &DecodedWorker,
+    ) -> Result<(), Error> {
+        self.restore_snapshot(state, slot, section)
     }
 }
 

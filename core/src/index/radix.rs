@@ -27,6 +27,10 @@ use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
 use super::worker_set::{split_by, WorkerSet};
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
+use crate::snapshot::{DecodedWorker, Exporter};
+use crate::Error;
+
+mod snapshot;
 
 #[derive(Default)]
 struct NodeState {
@@ -432,6 +436,19 @@ impl WorkerBlocks for RadixIndex {
             node = child;
         }
         local_hashes.len()
+    }
+
+    fn export_state(&self, state: &WorkerState, exporter: &mut Exporter) {
+        self.export_snapshot(state, exporter);
+    }
+
+    fn restore_state(
+        &self,
+        state: &mut WorkerState,
+        slot: u32,
+        section: &DecodedWorker,
+    ) -> Result<(), Error> {
+        self.restore_snapshot(state, slot, section)
     }
 }
 

@@ -29,7 +29,14 @@ type Blocks = HashMap<u64, Held>;
 /// The reference model (see the module docs).
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
-    workers: Mutex<BTreeMap<Worker, Blocks>>,
+    workers: Mutex<Workers>,
+}
+
+/// Every known worker's blocks and watermark (0: none).
+#[derive(Debug, Default)]
+struct Workers {
+    blocks: BTreeMap<Worker, Blocks>,
+    watermarks: HashMap<Worker, u64>,
 }
 
 impl ReferenceIndex {
@@ -111,9 +118,13 @@ impl ReferenceIndex {
     }
 }
 
-impl Backend for ReferenceIndex {
-    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
-        let mut workers = self.workers.lock();
+impl ReferenceIndex {
+    /// One event, under the model's lock.
+    fn apply_locked(
+        workers: &mut BTreeMap<Worker, Blocks>,
+        worker: Worker,
+        data: &EventData,
+    ) -> Outcome {
         match data {
             // `store` checks everything before it changes anything, so a rejected event
             // changes nothing; only a worker that must already hold the parent is not created.
@@ -148,13 +159,55 @@ impl Backend for ReferenceIndex {
             }
         }
     }
+}
+
+impl Backend for ReferenceIndex {
+    fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
+        Self::apply_locked(&mut self.workers.lock().blocks, worker, data)
+    }
+
+    fn apply_batch(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: &[EventData],
+        outcome: &mut dyn FnMut(Outcome),
+    ) -> bool {
+        let mut workers = self.workers.lock();
+        if let Some(offset) = offset {
+            if workers
+                .watermarks
+                .get(&worker)
+                .is_some_and(|&w| offset <= w)
+            {
+                return false;
+            }
+        }
+        for data in events {
+            outcome(Self::apply_locked(&mut workers.blocks, worker, data));
+        }
+        if let Some(offset) = offset {
+            workers.blocks.entry(worker).or_default();
+            workers.watermarks.insert(worker, offset);
+        }
+        true
+    }
+
+    fn watermark(&self, worker: Worker) -> Option<u64> {
+        let workers = self.workers.lock();
+        workers.watermarks.get(&worker).copied().filter(|&w| w > 0)
+    }
 
     fn remove_worker(&self, worker_id: u64) {
-        self.workers.lock().retain(|w, _| w.worker_id != worker_id);
+        let mut workers = self.workers.lock();
+        workers.blocks.retain(|w, _| w.worker_id != worker_id);
+        workers.watermarks.retain(|w, _| w.worker_id != worker_id);
     }
 
     fn remove_worker_dp_rank(&self, worker: Worker) {
-        self.workers.lock().remove(&worker);
+        let mut workers = self.workers.lock();
+        workers.blocks.remove(&worker);
+        workers.watermarks.remove(&worker);
     }
 
     fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
@@ -169,7 +222,7 @@ impl Backend for ReferenceIndex {
         out.clear();
         let query = identities(local_hashes);
         let workers = self.workers.lock();
-        for (worker, blocks_of) in workers.iter() {
+        for (worker, blocks_of) in workers.blocks.iter() {
             let tier_depths = Self::tier_depths(blocks_of, &query);
             let depth = tier_depths[TIERS - 1];
             if depth > 0 {
@@ -185,10 +238,15 @@ impl Backend for ReferenceIndex {
     }
 
     fn workers(&self) -> u64 {
-        self.workers.lock().len() as u64
+        self.workers.lock().blocks.len() as u64
     }
 
     fn worker_blocks(&self) -> u64 {
-        self.workers.lock().values().map(|b| b.len() as u64).sum()
+        self.workers
+            .lock()
+            .blocks
+            .values()
+            .map(|b| b.len() as u64)
+            .sum()
     }
 }

@@ -160,6 +160,9 @@ impl SlotSnapshot {
 pub(crate) struct Entry<S> {
     pub(crate) slot: u32,
     pub(crate) state: S,
+    /// The offset of the last batch applied to the worker (0: none); changed and read only
+    /// under the worker's lock, together with its state.
+    pub(crate) watermark: u64,
     removed: bool,
 }
 
@@ -252,6 +255,7 @@ impl<S: Default> Registry<S> {
                 Arc::new(Mutex::new(Entry {
                     slot: self.allocate_slot(worker),
                     state: S::default(),
+                    watermark: 0,
                     removed: false,
                 }))
             });
@@ -468,6 +472,18 @@ impl<S: Default> Registry<S> {
                 .slots
                 .get(snapshot.slot as usize)
                 .is_some_and(|info| info.version.load(Ordering::Relaxed) == snapshot.version)
+    }
+
+    /// Whether the worker is known now.
+    pub(crate) fn contains(&self, worker: Worker) -> bool {
+        self.workers.contains_key(&worker)
+    }
+
+    /// Every known worker, sorted.
+    pub(crate) fn all_workers(&self) -> Vec<Worker> {
+        let mut all: Vec<Worker> = self.workers.iter().map(|e| *e.key()).collect();
+        all.sort_unstable();
+        all
     }
 
     /// Every known worker with the given id.

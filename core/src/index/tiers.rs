@@ -58,7 +58,7 @@ impl WorkerTiers {
     }
 
     /// The tiers `name` is on (it must be held).
-    fn tiers_of(&self, name: u64) -> TierMask {
+    pub(crate) fn tiers_of(&self, name: u64) -> TierMask {
         self.names.get(&name).map_or(DEVICE, |&(_, tiers)| tiers)
     }
 

@@ -41,6 +41,8 @@ use crate::model::{
     TieredMatch, Worker, TIERS,
 };
 use crate::scratch::with_scratch;
+use crate::snapshot::{DecodedWorker, Exported, Exporter, SnapshotBackend, SnapshotHooks};
+use crate::Error;
 
 /// A slot and the depth a search found for it.
 pub(crate) type SlotDepth = (u32, u32);
@@ -113,51 +115,80 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// Runs after every change of a worker, still under its lock and inside its version
     /// change; by default nothing.
     fn after_change(&self, _state: &Self::State, _info: &SlotInfo) {}
+
+    /// Snapshots: adds the worker's held blocks (and the blocks on the paths up to them that
+    /// the backend knows) to `exporter` as nodes with their names and tiers. Runs under the
+    /// worker's lock.
+    fn export_state(&self, state: &Self::State, exporter: &mut Exporter);
+
+    /// Snapshots: gives a new, empty worker the blocks of a decoded section, inside a change
+    /// of its slot (so with the same effects on the shared structures as the events that
+    /// built them). An error leaves a state that `clear` can still drop.
+    fn restore_state(
+        &self,
+        state: &mut Self::State,
+        slot: u32,
+        section: &DecodedWorker,
+    ) -> Result<(), Error>;
 }
 
 impl<B: WorkerBlocks> Backend for B {
     fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
-        // Only a Stored with a parent (and blocks) needs the worker to exist already.
-        let create = !matches!(data, EventData::Stored { parent: Some(_), blocks, .. } if !blocks.is_empty());
+        let mut outcome = Outcome::Rejected(RejectReason::ParentNotFound);
+        self.apply_batch(worker, None, std::slice::from_ref(data), &mut |o| {
+            outcome = o;
+        });
+        outcome
+    }
+
+    fn apply_batch(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: &[EventData],
+        outcome: &mut dyn FnMut(Outcome),
+    ) -> bool {
+        // Only a Stored with a parent (and blocks) needs the worker to exist already; a
+        // batch at an offset makes it known (its watermark is part of its state).
+        let create = offset.is_some() || events.iter().any(creates_worker);
         let registry = self.registry();
-        let outcome = registry.with_worker(worker, create, |entry: &mut Entry<B::State>| {
+        let applied = registry.with_worker(worker, create, |entry: &mut Entry<B::State>| {
+            if offset.is_some_and(|offset| offset <= entry.watermark) {
+                return false;
+            }
             registry.change(entry, |state, slot| {
-                let outcome = match data {
-                    // A Stored with no blocks is a no-op, whatever its parent.
-                    EventData::Stored { blocks, .. } if blocks.is_empty() => Outcome::Applied {
-                        unknown_removals: 0,
-                    },
-                    EventData::Stored {
-                        parent,
-                        blocks,
-                        tier,
-                    } => registry
-                        .tiers
-                        .announce(*tier, || self.store(state, slot, *parent, blocks, *tier)),
-                    EventData::Removed { seq_hashes, tier } => {
-                        let unknown = seq_hashes
-                            .iter()
-                            .filter(|&&name| !self.remove_one(state, slot, name, *tier))
-                            .count();
-                        Outcome::Applied {
-                            unknown_removals: unknown as u64,
-                        }
-                    }
-                    EventData::Cleared => {
-                        self.clear(state, slot);
-                        Outcome::Applied {
-                            unknown_removals: 0,
-                        }
-                    }
-                };
+                for data in events {
+                    outcome(self.apply_one(state, slot, data));
+                }
                 if let Some(info) = registry.slot_info(slot) {
                     self.after_change(state, info);
                 }
-                outcome
-            })
+            });
+            if let Some(offset) = offset {
+                entry.watermark = offset;
+            }
+            true
         });
-        // An unknown worker cannot hold the parent.
-        outcome.unwrap_or(Outcome::Rejected(RejectReason::ParentNotFound))
+        match applied {
+            Some(applied) => applied,
+            None => {
+                // An unknown worker holds no parent: every event here is such a Stored.
+                for _ in events {
+                    outcome(Outcome::Rejected(RejectReason::ParentNotFound));
+                }
+                true
+            }
+        }
+    }
+
+    fn watermark(&self, worker: Worker) -> Option<u64> {
+        self.registry()
+            .with_worker(worker, false, |entry| entry.watermark)
+            .filter(|&w| w > 0)
+    }
+
+    fn snapshots(&self) -> Option<SnapshotHooks<'_>> {
+        Some(SnapshotHooks(self))
     }
 
     fn remove_worker(&self, worker_id: u64) {
@@ -299,6 +330,102 @@ impl<B: WorkerBlocks> Backend for B {
 
     fn worker_blocks(&self) -> u64 {
         self.registry().worker_blocks()
+    }
+}
+
+/// Whether an event makes an unknown worker known (all but a Stored with a parent and blocks).
+fn creates_worker(data: &EventData) -> bool {
+    !matches!(data, EventData::Stored { parent: Some(_), blocks, .. } if !blocks.is_empty())
+}
+
+/// One event on a worker's state, inside a change of its slot.
+trait ApplyOne: WorkerBlocks + Sized {
+    fn apply_one(&self, state: &mut Self::State, slot: u32, data: &EventData) -> Outcome {
+        match data {
+            // A Stored with no blocks is a no-op, whatever its parent.
+            EventData::Stored { blocks, .. } if blocks.is_empty() => Outcome::Applied {
+                unknown_removals: 0,
+            },
+            EventData::Stored {
+                parent,
+                blocks,
+                tier,
+            } => self
+                .registry()
+                .tiers
+                .announce(*tier, || self.store(state, slot, *parent, blocks, *tier)),
+            EventData::Removed { seq_hashes, tier } => {
+                let unknown = seq_hashes
+                    .iter()
+                    .filter(|&&name| !self.remove_one(state, slot, name, *tier))
+                    .count();
+                Outcome::Applied {
+                    unknown_removals: unknown as u64,
+                }
+            }
+            EventData::Cleared => {
+                self.clear(state, slot);
+                Outcome::Applied {
+                    unknown_removals: 0,
+                }
+            }
+        }
+    }
+}
+
+impl<B: WorkerBlocks> ApplyOne for B {}
+
+impl<B: WorkerBlocks> SnapshotBackend for B {
+    fn known_workers(&self) -> u64 {
+        self.registry().len()
+    }
+
+    fn all_workers(&self) -> Vec<Worker> {
+        self.registry().all_workers()
+    }
+
+    fn export_worker(&self, worker: Worker, exporter: &mut Exporter) -> Option<Exported> {
+        self.registry().with_worker(worker, false, |entry| {
+            self.export_state(&entry.state, exporter);
+            Exported {
+                watermark: entry.watermark,
+            }
+        })
+    }
+
+    fn restore_worker(
+        &self,
+        worker: Worker,
+        watermark: u64,
+        section: &DecodedWorker,
+    ) -> Result<(), Error> {
+        let registry = self.registry();
+        if registry.contains(worker) {
+            return Err(Error::Malformed("a worker appears twice"));
+        }
+        let tiered = section
+            .names
+            .iter()
+            .any(|&(_, tiers)| tiers != Tier::Device.bit());
+        let tier = if tiered { Tier::Host } else { Tier::Device };
+        registry
+            .with_worker(worker, true, |entry| {
+                entry.watermark = watermark;
+                registry.change(entry, |state, slot| {
+                    let result = registry
+                        .tiers
+                        .announce(tier, || self.restore_state(state, slot, section));
+                    if let Some(info) = registry.slot_info(slot) {
+                        self.after_change(state, info);
+                    }
+                    result
+                })
+            })
+            .unwrap_or(Err(Error::Malformed("a worker removed while restored")))
+    }
+
+    fn forget_worker(&self, worker: Worker) {
+        self.remove_worker_dp_rank(worker);
     }
 }
 

@@ -1,6 +1,8 @@
 //! Shared harness: every backend configuration, run in lockstep with the reference model.
 #![allow(dead_code)]
 
+pub mod ops;
+
 use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, Tier, TieredMatch, Worker, Write};
 
 /// The configurations every semantic test runs: each backend, synchronous and pooled, and

@@ -36,6 +36,8 @@ pub enum Command {
     /// Measure one index in this process and print its figures as JSON (used by replay).
     #[command(hide = true)]
     Measure(MeasureArgs),
+    /// Time writing and restoring a snapshot of a workload's final state.
+    Snapshot(SnapshotArgs),
 }
 
 /// The fleet of the full measurement (the published figures): the conversation trace on 256
@@ -193,6 +195,23 @@ pub struct ReplayArgs {
     /// The replay.
     #[command(flatten)]
     pub replay: ReplayOpts,
+}
+
+/// `snapshot`.
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArgs {
+    /// The workload file whose events build the state.
+    #[arg(long)]
+    pub workload: PathBuf,
+    /// The backends (positional, radix).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Subject::Positional, Subject::Radix])]
+    pub backends: Vec<Subject>,
+    /// Timed runs of each write and restore (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    /// Queries of the workload checked on the restored index (spread over the workload).
+    #[arg(long, default_value_t = 2000)]
+    pub check_queries: usize,
 }
 
 /// `measure` (internal).

@@ -19,6 +19,7 @@ mod rng;
 mod router;
 mod rss;
 mod sim;
+mod snapshot;
 mod target;
 mod trace;
 mod workload;
@@ -32,6 +33,7 @@ fn main() {
         Some(cli::Command::Generate(a)) => jobs::generate(a),
         Some(cli::Command::Replay(a)) => jobs::replay_file(a),
         Some(cli::Command::Measure(a)) => jobs::measure(a),
+        Some(cli::Command::Snapshot(a)) => snapshot::run(a),
     };
     if let Err(e) = result {
         eprintln!("kvidx-bench: {e}");

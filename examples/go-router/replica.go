@@ -1,0 +1,834 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	kvidx "github.com/kvidx/kvidx/bindings/go"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The bus layout shared with the bridge (docs/replicas.md): one stream of engine batches,
+// one object-store bucket of snapshots.
+const (
+	streamName     = "KVIDX_EVENTS"
+	streamSubjects = "kvidx.events.>"
+	snapshotBucket = "KVIDX_SNAPSHOTS"
+	// The headers of a stream message (one engine batch, the payload exactly as the engine
+	// sent it).
+	hdrWorkerID    = "Kvidx-Worker-Id"
+	hdrDpRank      = "Kvidx-Dp-Rank"
+	hdrFormat      = "Kvidx-Format"
+	hdrEngineSeq   = "Kvidx-Engine-Seq"
+	hdrEngineEpoch = "Kvidx-Engine-Epoch"
+)
+
+// natsOptions are the settings of --nats mode.
+type natsOptions struct {
+	// url is the NATS server URL; empty means --nats mode is off.
+	url string
+	// snapshotMsgs and snapshotEvery: a snapshot is saved once that many messages were
+	// applied since the last one, or that much time passed with anything new applied.
+	snapshotMsgs  uint64
+	snapshotEvery time.Duration
+	// snapshotKeep is the number of newest snapshots kept in the bucket (older ones are
+	// deleted after each save).
+	snapshotKeep int
+	// saveSnapshots turns saving off (the replica still loads them).
+	saveSnapshots bool
+	// allowGap starts even when the stream no longer holds every message after the restored
+	// snapshot (retention removed them): the index then misses those batches.
+	allowGap bool
+}
+
+// defaultNATSOptions are the command-line defaults of --nats mode.
+func defaultNATSOptions() natsOptions {
+	return natsOptions{snapshotMsgs: 10000, snapshotEvery: 30 * time.Second, snapshotKeep: 3, saveSnapshots: true}
+}
+
+// replica feeds the router's index from the KVIDX_EVENTS stream, exactly once per message:
+// message m is applied as the offset batch at m's stream sequence, so every worker's
+// watermark is the sequence of its last message applied, and a message at or below its
+// worker's watermark (already in a restored snapshot) is skipped by the library.
+type replica struct {
+	o      natsOptions
+	ix     *kvidx.Indexer
+	router *Router
+	nc     *nats.Conn
+	stream jetstream.Stream
+	store  jetstream.ObjectStore
+
+	feedsMu sync.Mutex
+	feeds   map[kvidx.EngineFormat]*kvidx.EngineFeed
+
+	pubsMu sync.Mutex
+	pubs   map[workerKey]kvidx.EngineFormat
+
+	// applied is the stream sequence of the last message handled (applied, skipped or
+	// refused); everything at or below it was submitted to the index.
+	applied   atomic.Uint64
+	streamTop atomic.Uint64 // the stream's last sequence, polled
+	// consumed counts messages handled since start; badMessages those refused (bad
+	// headers, malformed or oversized payloads); events the engine events decoded.
+	consumed, badMessages, events atomic.Uint64
+	sinceSnapshot                 atomic.Int64
+	// skippedSeqs counts stream sequences never delivered (deleted from the stream).
+	skippedSeqs atomic.Uint64
+	reconnects  atomic.Uint64
+
+	// boot is what the start-up did; fixed once the consumer runs.
+	boot bootReport
+
+	snapMu   sync.Mutex // held while a snapshot is saved
+	lastSnap snapshotReport
+	saved    atomic.Uint64
+	failed   atomic.Uint64
+	deleted  atomic.Uint64
+
+	catchMu     sync.Mutex
+	consumeFrom time.Time
+	caughtUp    *catchUpReport
+
+	cc jetstream.ConsumeContext
+}
+
+// bootReport says how a replica started.
+type bootReport struct {
+	// RestoredFrom is the snapshot loaded ("" for a full replay); RestoredSeq its S.
+	RestoredFrom string `json:"restored_from"`
+	RestoredSeq  uint64 `json:"restored_seq"`
+	// Failed lists the snapshots tried and refused, newest first, with the reason.
+	Failed []string `json:"failed"`
+	// BootstrapMs is the time to load the snapshot (0 without one).
+	BootstrapMs float64            `json:"bootstrap_ms"`
+	Info        kvidx.SnapshotInfo `json:"info"`
+	// Watermarks are every restored publisher's watermark right after the restore.
+	Watermarks []watermarkReport `json:"watermarks"`
+	// Primed lists the stream sequences fed again (and skipped) to restore the engine
+	// feeds' sequence tracking; PrimeMissing counts publishers whose message was gone.
+	Primed       []uint64 `json:"primed"`
+	PrimeMissing int      `json:"prime_missing"`
+	// Gap counts the messages missed at start (--allow-stream-gap only).
+	Gap uint64 `json:"gap"`
+}
+
+// watermarkReport is one publisher's watermark.
+type watermarkReport struct {
+	WorkerID  uint64 `json:"worker_id"`
+	DpRank    uint32 `json:"dp_rank"`
+	Watermark uint64 `json:"watermark"`
+}
+
+// snapshotReport describes the last snapshot this replica saved.
+type snapshotReport struct {
+	Name  string             `json:"name"`
+	Seq   uint64             `json:"seq"`
+	At    time.Time          `json:"at"`
+	Ms    float64            `json:"ms"`
+	Info  kvidx.SnapshotInfo `json:"info"`
+	Start time.Time          `json:"-"`
+}
+
+// catchUpReport is the first time the consumer reached the end of the stream.
+type catchUpReport struct {
+	Ms       float64 `json:"ms"`
+	Messages uint64  `json:"messages"`
+	Events   uint64  `json:"events"`
+	// EventsPerSec is Events / Ms: the catch-up rate.
+	EventsPerSec float64 `json:"events_per_sec"`
+}
+
+// startReplica connects to NATS, loads the newest valid snapshot (older ones, then a full
+// replay, when one cannot be restored) and starts consuming the stream after it. ix must
+// be empty.
+func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router *Router) (*replica, error) {
+	if o.snapshotKeep < 1 {
+		return nil, errors.New("--snapshot-keep must be at least 1")
+	}
+	if o.snapshotMsgs == 0 || o.snapshotEvery <= 0 {
+		return nil, errors.New("--snapshot-msgs and --snapshot-every must be positive")
+	}
+	r := &replica{o: o, ix: ix, router: router, feeds: map[kvidx.EngineFormat]*kvidx.EngineFeed{},
+		pubs: map[workerKey]kvidx.EngineFormat{}}
+	nc, err := nats.Connect(o.url, nats.Name("kvidx-go-router"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Printf("nats: disconnected: %v", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			r.reconnects.Add(1)
+			log.Printf("nats: reconnected to %s", c.ConnectedUrl())
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("nats connect %s: %w", o.url, err)
+	}
+	r.nc = nc
+	fail := func(err error) (*replica, error) { nc.Close(); return nil, err }
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	if r.stream, err = ensureStream(ctx, js); err != nil {
+		return fail(err)
+	}
+	if r.store, err = ensureBucket(ctx, js); err != nil {
+		return fail(err)
+	}
+	if err := r.bootstrap(ctx); err != nil {
+		return fail(err)
+	}
+	if err := r.checkRetention(ctx); err != nil {
+		return fail(err)
+	}
+	if err := r.consume(ctx); err != nil {
+		return fail(err)
+	}
+	go r.pollStream(ctx)
+	if o.saveSnapshots {
+		go r.snapshotLoop(ctx)
+	}
+	return r, nil
+}
+
+// errStreamGap reports a stream that no longer holds the messages right after the
+// replica's starting point.
+var errStreamGap = errors.New("the stream no longer holds every message after the starting point")
+
+// checkRetention refuses to start when the stream's first message is beyond the one the
+// consumer needs next (S+1, or 1 for a full replay): retention removed messages that the
+// restored index has not seen, and it would never see them (--allow-stream-gap starts anyway,
+// logging what is missed).
+func (r *replica) checkRetention(ctx context.Context) error {
+	in, err := retry(ctx, "reading the stream's state", func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return r.stream.Info(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	next := r.applied.Load() + 1
+	first := in.State.FirstSeq
+	if in.State.Msgs == 0 || first <= next {
+		return nil
+	}
+	from := "a full replay"
+	if r.boot.RestoredFrom != "" {
+		from = "after " + r.boot.RestoredFrom
+	}
+	err = fmt.Errorf("%w: %s starts at sequence %d, the replica needs %d (%s): messages %d..%d are gone; keep the stream longer than the snapshots (--snapshot-every x --snapshot-keep), or pass --allow-stream-gap",
+		errStreamGap, streamName, first, next, from, next, first-1)
+	if !r.o.allowGap {
+		return err
+	}
+	log.Printf("replica: %v (starting anyway: --allow-stream-gap)", err)
+	r.boot.Gap = first - next
+	return nil
+}
+
+// retry runs f until it succeeds or ctx ends, waiting between attempts (the server may be
+// starting or restarting).
+func retry[T any](ctx context.Context, what string, f func(context.Context) (T, error)) (T, error) {
+	for attempt := 0; ; attempt++ {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := f(c)
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		if attempt%20 == 0 {
+			log.Printf("nats: %s: %v (retrying)", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("%s: %w", what, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ensureStream opens KVIDX_EVENTS, creating it when missing (file storage, subjects
+// kvidx.events.>, a two-minute de-duplication window for Nats-Msg-Id). Only features of
+// nats-server 2.9 are used.
+func ensureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	return retry(ctx, "opening stream "+streamName, func(ctx context.Context) (jetstream.Stream, error) {
+		s, err := js.Stream(ctx, streamName)
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return s, err
+		}
+		s, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects},
+			Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return js.Stream(ctx, streamName)
+		}
+		return s, err
+	})
+}
+
+// ensureBucket opens the KVIDX_SNAPSHOTS object store, creating it when missing.
+func ensureBucket(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStore, error) {
+	return retry(ctx, "opening bucket "+snapshotBucket, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		s, err := js.ObjectStore(ctx, snapshotBucket)
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return s, err
+		}
+		s, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: snapshotBucket, Storage: jetstream.FileStorage})
+		if err != nil {
+			if s2, err2 := js.ObjectStore(ctx, snapshotBucket); err2 == nil {
+				return s2, nil
+			}
+		}
+		return s, err
+	})
+}
+
+// bootstrap loads the newest snapshot that restores, newest first; a snapshot that fails
+// (the library's malformed error for a corrupted or truncated one, a bad envelope, a read
+// error) is logged and the next older one tried; without any, the stream is replayed from
+// its start.
+func (r *replica) bootstrap(ctx context.Context) error {
+	infos, err := retry(ctx, "listing "+snapshotBucket, func(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
+		l, err := r.store.List(ctx)
+		if errors.Is(err, jetstream.ErrNoObjectsFound) {
+			return nil, nil
+		}
+		return l, err
+	})
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, in := range infos {
+		if !in.Deleted {
+			names = append(names, in.Name)
+		}
+	}
+	for _, name := range newestFirst(names) {
+		start := time.Now()
+		env, info, err := r.restore(ctx, name)
+		if err == nil {
+			r.boot.RestoredFrom, r.boot.RestoredSeq, r.boot.Info = name, env.seq, info
+			r.boot.BootstrapMs = float64(time.Since(start).Microseconds()) / 1e3
+			r.adopt(env.publishers)
+			r.applied.Store(env.seq)
+			r.boot.Watermarks = r.watermarks()
+			r.prime(ctx, env.seq)
+			log.Printf("replica: restored %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d; consuming from %d",
+				name, r.boot.BootstrapMs, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark, env.seq+1)
+			return nil
+		}
+		kind := "cannot be restored"
+		if errors.Is(err, kvidx.ErrMalformed) || errors.Is(err, errBadEnvelope) {
+			kind = "is malformed"
+		}
+		log.Printf("replica: snapshot %s %s (%v); falling back to an older one", name, kind, err)
+		r.boot.Failed = append(r.boot.Failed, name+": "+err.Error())
+		if st, err := r.ix.Stats(); err != nil || st.Workers != 0 || st.WorkerBlocks != 0 {
+			return fmt.Errorf("the index is not empty after a failed restore of %s (%+v, %v)", name, st, err)
+		}
+	}
+	log.Printf("replica: no usable snapshot in %s (%d tried): full replay of %s", snapshotBucket, len(r.boot.Failed), streamName)
+	return nil
+}
+
+// prime restores the engine feeds' per-publisher sequence tracking after a restore: the
+// feed's state is not in the snapshot, so without it a publisher's first batch after the
+// restore would be "first" where the replicas that never stopped see "in order" or a gap
+// (and clear the worker). Each publisher's message at its watermark W is fed again at offset
+// W: the library skips it (W is at or below the watermark) but the feed records its engine
+// sequence. Publishers with W > s need nothing: the consumer starts at s+1 and meets that
+// message anyway. A message gone from the stream (retention) is logged and counted.
+func (r *replica) prime(ctx context.Context, s uint64) {
+	for _, wm := range r.boot.Watermarks {
+		if wm.Watermark == 0 || wm.Watermark > s {
+			continue
+		}
+		m, err := retry(ctx, "reading message "+strconv.FormatUint(wm.Watermark, 10), func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			m, err := r.stream.GetMsg(ctx, wm.Watermark)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return nil, nil
+			}
+			return m, err
+		})
+		if err != nil || m == nil {
+			r.boot.PrimeMissing++
+			log.Printf("replica: message %d (worker %d rank %d) is not in the stream: its next batch starts its sequence afresh", wm.Watermark, wm.WorkerID, wm.DpRank)
+			continue
+		}
+		k, format, seqFrame, err := parseHeaders(m.Subject, m.Header)
+		if err != nil || k != (workerKey{wm.WorkerID, wm.DpRank}) {
+			r.boot.PrimeMissing++
+			log.Printf("replica: message %d does not belong to worker %d rank %d (%v)", wm.Watermark, wm.WorkerID, wm.DpRank, err)
+			continue
+		}
+		fd, err := r.feed(format)
+		if err == nil {
+			_, err = fd.ApplyAt(r.ix, k.ID, k.DpRank, seqFrame, m.Data, wm.Watermark)
+		}
+		if err != nil {
+			r.boot.PrimeMissing++
+			log.Printf("replica: priming worker %d rank %d with message %d: %v", k.ID, k.DpRank, wm.Watermark, err)
+			continue
+		}
+		r.boot.Primed = append(r.boot.Primed, wm.Watermark)
+	}
+}
+
+// restore loads one snapshot object into the (empty) index.
+func (r *replica) restore(ctx context.Context, name string) (envelope, kvidx.SnapshotInfo, error) {
+	want, _ := parseSnapName(name)
+	obj, err := r.store.Get(ctx, name)
+	if err != nil {
+		return envelope{}, kvidx.SnapshotInfo{}, err
+	}
+	defer obj.Close()
+	br := bufio.NewReaderSize(obj, 256<<10)
+	env, err := readEnvelope(br)
+	if err != nil {
+		return env, kvidx.SnapshotInfo{}, err
+	}
+	if env.seq != want {
+		return env, kvidx.SnapshotInfo{}, fmt.Errorf("%w: sequence %d in an object named for %d", errBadEnvelope, env.seq, want)
+	}
+	info, err := r.ix.RestoreSnapshot(br)
+	return env, info, err
+}
+
+// adopt makes restored publishers known (to the router as candidates, to the envelope of
+// later snapshots).
+func (r *replica) adopt(pubs []publisher) {
+	for _, p := range pubs {
+		r.notePublisher(p.key, p.format)
+	}
+}
+
+// notePublisher registers a publisher on first sight.
+func (r *replica) notePublisher(k workerKey, f kvidx.EngineFormat) {
+	r.pubsMu.Lock()
+	_, known := r.pubs[k]
+	if !known {
+		r.pubs[k] = f
+	}
+	r.pubsMu.Unlock()
+	if !known {
+		if _, err := r.router.Register([]workerKey{k}); err != nil {
+			log.Printf("replica: worker %d rank %d is not a routing candidate: %v", k.ID, k.DpRank, err)
+		}
+	}
+}
+
+// publishers returns the known publishers, ordered by key.
+func (r *replica) publishers() []publisher {
+	r.pubsMu.Lock()
+	out := make([]publisher, 0, len(r.pubs))
+	for k, f := range r.pubs {
+		out = append(out, publisher{key: k, format: f})
+	}
+	r.pubsMu.Unlock()
+	slices.SortFunc(out, func(a, b publisher) int { return a.key.compare(b.key) })
+	return out
+}
+
+// watermarks returns every known publisher's watermark.
+func (r *replica) watermarks() []watermarkReport {
+	pubs := r.publishers()
+	out := make([]watermarkReport, len(pubs))
+	for i, p := range pubs {
+		out[i] = watermarkReport{WorkerID: p.key.ID, DpRank: p.key.DpRank, Watermark: r.ix.Watermark(p.key.ID, p.key.DpRank)}
+	}
+	return out
+}
+
+// feed returns the engine feed of a wire format (one per format, created on first use).
+func (r *replica) feed(f kvidx.EngineFormat) (*kvidx.EngineFeed, error) {
+	r.feedsMu.Lock()
+	defer r.feedsMu.Unlock()
+	if fd, ok := r.feeds[f]; ok {
+		return fd, nil
+	}
+	fd, err := kvidx.NewEngineFeed(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	r.feeds[f] = fd
+	return fd, nil
+}
+
+// consume starts the ordered consumer after r.applied. An ordered consumer is recreated by
+// the client at the next expected sequence after a server restart or a missed heartbeat,
+// so nothing is lost or delivered twice across reconnections.
+func (r *replica) consume(ctx context.Context) error {
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if a := r.applied.Load(); a > 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: a + 1}
+	}
+	cons, err := retry(ctx, "creating the ordered consumer", func(ctx context.Context) (jetstream.Consumer, error) {
+		return r.stream.OrderedConsumer(ctx, cfg)
+	})
+	if err != nil {
+		return err
+	}
+	r.catchMu.Lock()
+	r.consumeFrom = time.Now()
+	r.catchMu.Unlock()
+	// Short pull expiries and heartbeats: a restarted server is noticed within seconds.
+	r.cc, err = cons.Consume(r.handle, jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log.Printf("replica: consumer: %v", err)
+		}))
+	return err
+}
+
+// handle applies one stream message as the offset batch at its stream sequence.
+func (r *replica) handle(m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		log.Printf("replica: message without metadata: %v", err)
+		return
+	}
+	seq := md.Sequence.Stream
+	prev := r.applied.Load()
+	if seq <= prev {
+		return // delivered again after a consumer reset: already handled
+	}
+	if seq != prev+1 {
+		// Sequences the stream no longer has (deleted messages, retention while this replica
+		// was behind): nothing to apply for them here, and nothing the others applied either
+		// unless they read them before the deletion.
+		r.skippedSeqs.Add(seq - prev - 1)
+	}
+	r.consumed.Add(1)
+	if err := r.apply(m, seq); err != nil {
+		r.badMessages.Add(1)
+		if n := r.badMessages.Load(); n <= 10 || n%1000 == 0 {
+			log.Printf("replica: message %d (%s) refused: %v (%d so far)", seq, m.Subject(), err, n)
+		}
+	}
+	r.applied.Store(seq)
+	r.sinceSnapshot.Add(1)
+	if md.NumPending == 0 {
+		r.noteCaughtUp()
+	}
+}
+
+// apply decodes a message's headers and applies its payload through the feed.
+func (r *replica) apply(m jetstream.Msg, seq uint64) error {
+	h := m.Headers()
+	k, format, seqFrame, err := parseHeaders(m.Subject(), h)
+	if err != nil {
+		return err
+	}
+	r.notePublisher(k, format)
+	fd, err := r.feed(format)
+	if err != nil {
+		return err
+	}
+	res, err := fd.ApplyAt(r.ix, k.ID, k.DpRank, seqFrame, m.Data(), seq)
+	if err != nil {
+		if errors.Is(err, kvidx.ErrMalformed) || errors.Is(err, kvidx.ErrTooLarge) {
+			return err
+		}
+		log.Fatalf("replica: applying message %d: %v", seq, err) // the index is unusable
+	}
+	r.events.Add(res.EventsDecoded)
+	return nil
+}
+
+// parseHeaders reads a message's publisher, format and engine sequence frame (8 bytes
+// big-endian, or nil when the engine sent none). The subject must agree with the headers.
+func parseHeaders(subject string, h nats.Header) (workerKey, kvidx.EngineFormat, []byte, error) {
+	var k workerKey
+	id, err := strconv.ParseUint(h.Get(hdrWorkerID), 10, 64)
+	if err != nil {
+		return k, 0, nil, fmt.Errorf("header %s: %v", hdrWorkerID, err)
+	}
+	rank, err := strconv.ParseUint(h.Get(hdrDpRank), 10, 32)
+	if err != nil {
+		return k, 0, nil, fmt.Errorf("header %s: %v", hdrDpRank, err)
+	}
+	k = workerKey{ID: id, DpRank: uint32(rank)}
+	if want := fmt.Sprintf("kvidx.events.%d.%d", id, rank); subject != want {
+		return k, 0, nil, fmt.Errorf("subject %q does not match the headers (%s)", subject, want)
+	}
+	var format kvidx.EngineFormat
+	switch f := strings.ToLower(h.Get(hdrFormat)); f {
+	case "vllm", "":
+		format = kvidx.EngineVLLM
+	case "sglang":
+		format = kvidx.EngineSGLang
+	case "trtllm":
+		format = kvidx.EngineTRTLLM
+	default:
+		return k, 0, nil, fmt.Errorf("header %s: unknown format %q", hdrFormat, f)
+	}
+	var seqFrame []byte
+	if s := h.Get(hdrEngineSeq); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return k, 0, nil, fmt.Errorf("header %s: %v", hdrEngineSeq, err)
+		}
+		seqFrame = binary.BigEndian.AppendUint64(nil, n)
+	}
+	return k, format, seqFrame, nil
+}
+
+// noteCaughtUp records the first time the consumer reached the end of the stream.
+func (r *replica) noteCaughtUp() {
+	r.catchMu.Lock()
+	defer r.catchMu.Unlock()
+	if r.caughtUp != nil {
+		return
+	}
+	d := time.Since(r.consumeFrom)
+	c := &catchUpReport{Ms: float64(d.Microseconds()) / 1e3, Messages: r.consumed.Load(), Events: r.events.Load()}
+	if d > 0 {
+		c.EventsPerSec = float64(c.Events) / d.Seconds()
+	}
+	r.caughtUp = c
+	log.Printf("replica: caught up with the stream at %d: %d messages, %d events in %.1f ms (%.0f events/s)",
+		r.applied.Load(), c.Messages, c.Events, c.Ms, c.EventsPerSec)
+}
+
+// pollStream keeps the stream's last sequence (for the lag) fresh.
+func (r *replica) pollStream(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if in, err := r.stream.Info(c); err == nil {
+			r.streamTop.Store(in.State.LastSeq)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// snapshotLoop saves a snapshot every snapshotMsgs messages or snapshotEvery, whichever
+// comes first, when anything new was applied.
+func (r *replica) snapshotLoop(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.snapMu.Lock()
+		prev := r.lastSnap.Seq
+		r.snapMu.Unlock()
+		if prev == 0 {
+			prev = r.boot.RestoredSeq
+		}
+		if r.applied.Load() == prev {
+			continue
+		}
+		if uint64(r.sinceSnapshot.Load()) < r.o.snapshotMsgs && time.Since(last) < r.o.snapshotEvery {
+			continue
+		}
+		last = time.Now()
+		if err := r.saveSnapshot(ctx); err != nil {
+			r.failed.Add(1)
+			log.Printf("replica: saving a snapshot: %v", err)
+		}
+	}
+}
+
+// saveSnapshot writes a snapshot tagged with S = the last message submitted: it flushes the
+// index (everything at or below S applied), then streams the envelope and the library's
+// snapshot into the bucket while messages keep being applied. Sections of workers that
+// moved past S meanwhile carry higher watermarks; a replica restoring it consumes from S+1
+// and the library skips what those sections already hold.
+func (r *replica) saveSnapshot(ctx context.Context) error {
+	r.snapMu.Lock()
+	defer r.snapMu.Unlock()
+	start := time.Now()
+	sinceBefore := r.sinceSnapshot.Load()
+	s := r.applied.Load()
+	env := envelope{seq: s, publishers: r.publishers()}
+	if err := r.ix.Flush(); err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	var info kvidx.SnapshotInfo
+	done := make(chan error, 1)
+	go func() {
+		err := env.write(pw)
+		if err == nil {
+			info, err = r.ix.WriteSnapshot(pw)
+		}
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	c, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	name := snapName(s)
+	_, err := r.store.Put(c, jetstream.ObjectMeta{Name: name, Description: "kvidx router snapshot"}, pr)
+	pr.CloseWithError(fmt.Errorf("upload ended: %v", err))
+	if werr := <-done; err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	r.sinceSnapshot.Add(-sinceBefore)
+	r.lastSnap = snapshotReport{Name: name, Seq: s, At: time.Now(), Start: start,
+		Ms: float64(time.Since(start).Microseconds()) / 1e3, Info: info}
+	r.saved.Add(1)
+	log.Printf("replica: saved %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d",
+		name, r.lastSnap.Ms, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark)
+	r.prune(ctx)
+	return nil
+}
+
+// prune deletes all but the newest snapshotKeep snapshots (other replicas may be deleting
+// the same ones: a missing object is not an error).
+func (r *replica) prune(ctx context.Context) {
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	infos, err := r.store.List(c)
+	if err != nil {
+		return
+	}
+	var names []string
+	for _, in := range infos {
+		if !in.Deleted {
+			names = append(names, in.Name)
+		}
+	}
+	old := newestFirst(names)
+	if len(old) <= r.o.snapshotKeep {
+		return
+	}
+	for _, name := range old[r.o.snapshotKeep:] {
+		if err := r.store.Delete(c, name); err == nil {
+			r.deleted.Add(1)
+		} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+			log.Printf("replica: deleting old snapshot %s: %v", name, err)
+		}
+	}
+}
+
+// close stops consuming and closes the connection and the feeds.
+func (r *replica) close() {
+	if r.cc != nil {
+		r.cc.Stop()
+	}
+	r.nc.Close()
+	r.feedsMu.Lock()
+	for _, f := range r.feeds {
+		_ = f.Close()
+	}
+	r.feedsMu.Unlock()
+}
+
+// replicaReport is the body of GET /replica.
+type replicaReport struct {
+	AppliedSeq     uint64             `json:"applied_seq"`
+	StreamLastSeq  uint64             `json:"stream_last_seq"`
+	Lag            uint64             `json:"lag"`
+	Consumed       uint64             `json:"consumed"`
+	BadMessages    uint64             `json:"bad_messages"`
+	MissingSeqs    uint64             `json:"missing_seqs"`
+	EventsDecoded  uint64             `json:"events_decoded"`
+	Reconnects     uint64             `json:"reconnects"`
+	Connected      bool               `json:"connected"`
+	Stats          kvidx.ReplicaStats `json:"stats"`
+	Boot           bootReport         `json:"boot"`
+	CaughtUp       *catchUpReport     `json:"caught_up"`
+	LastSnapshot   *snapshotReport    `json:"last_snapshot"`
+	SnapshotsSaved uint64             `json:"snapshots_saved"`
+	Watermarks     []watermarkReport  `json:"watermarks"`
+}
+
+// report gathers the replica's state (flushing the index first, so the library's counters
+// are final for everything handled).
+func (r *replica) report() (replicaReport, error) {
+	applied := r.applied.Load()
+	if err := r.ix.Flush(); err != nil {
+		return replicaReport{}, err
+	}
+	st, err := r.ix.ReplicaStats()
+	if err != nil {
+		return replicaReport{}, err
+	}
+	rep := replicaReport{AppliedSeq: applied, StreamLastSeq: r.streamTop.Load(), Consumed: r.consumed.Load(),
+		BadMessages: r.badMessages.Load(), MissingSeqs: r.skippedSeqs.Load(), EventsDecoded: r.events.Load(), Reconnects: r.reconnects.Load(),
+		Connected: r.nc.IsConnected(), Stats: st, Boot: r.boot, SnapshotsSaved: r.saved.Load(),
+		Watermarks: r.watermarks()}
+	if rep.StreamLastSeq > applied {
+		rep.Lag = rep.StreamLastSeq - applied
+	}
+	r.catchMu.Lock()
+	rep.CaughtUp = r.caughtUp
+	r.catchMu.Unlock()
+	r.snapMu.Lock()
+	if r.lastSnap.Name != "" {
+		s := r.lastSnap
+		rep.LastSnapshot = &s
+	}
+	r.snapMu.Unlock()
+	return rep, nil
+}
+
+// writeMetrics prints the replica's metrics in the Prometheus text format.
+func (r *replica) writeMetrics(w io.Writer) {
+	rep, err := r.report()
+	if err != nil {
+		log.Printf("replica metrics: %v", err)
+		return
+	}
+	counter := func(name, help string, v uint64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
+	}
+	gauge := func(name, help string, v float64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
+	}
+	gauge("router_stream_last_seq", "Last sequence of the KVIDX_EVENTS stream (polled).", float64(rep.StreamLastSeq))
+	gauge("router_stream_applied_seq", "Stream sequence of the last message applied or skipped.", float64(rep.AppliedSeq))
+	gauge("router_stream_lag_messages", "Stream last sequence minus the applied one.", float64(rep.Lag))
+	counter("router_stream_messages_total", "Stream messages handled since start.", rep.Consumed)
+	counter("router_stream_bad_messages_total", "Stream messages refused (bad headers, malformed or oversized payload).", rep.BadMessages)
+	counter("router_stream_missing_seqs_total", "Stream sequences never delivered (messages deleted from the stream).", rep.MissingSeqs)
+	counter("router_nats_reconnects_total", "Reconnections to the NATS server.", rep.Reconnects)
+	b := 0.0
+	if rep.Connected {
+		b = 1
+	}
+	gauge("router_nats_connected", "1 while connected to the NATS server.", b)
+	counter("kvidx_replica_batches_applied_total", "Offset batches applied.", rep.Stats.BatchesApplied)
+	counter("kvidx_replica_batches_skipped_total", "Offset batches skipped (at or below the worker's watermark).", rep.Stats.BatchesSkipped)
+	counter("kvidx_replica_events_skipped_total", "Events in skipped batches.", rep.Stats.EventsSkipped)
+	var lo, hi uint64
+	for i, wm := range rep.Watermarks {
+		if i == 0 || wm.Watermark < lo {
+			lo = wm.Watermark
+		}
+		hi = max(hi, wm.Watermark)
+	}
+	gauge("router_watermark_workers", "Publishers (worker id, dp rank) with a watermark.", float64(len(rep.Watermarks)))
+	gauge("router_watermark_min", "Lowest publisher watermark (stream sequence).", float64(lo))
+	gauge("router_watermark_max", "Highest publisher watermark (stream sequence).", float64(hi))
+	age := -1.0
+	if rep.LastSnapshot != nil {
+		age = time.Since(rep.LastSnapshot.Start).Seconds()
+	}
+	gauge("router_snapshot_age_seconds", "Age of the last snapshot this replica saved (-1: none yet).", age)
+	counter("router_snapshots_saved_total", "Snapshots saved to the KVIDX_SNAPSHOTS bucket.", rep.SnapshotsSaved)
+	counter("router_snapshot_failures_total", "Snapshot saves that failed.", r.failed.Load())
+	counter("router_snapshot_restore_failures_total", "Snapshots refused at start-up (then an older one was tried).", uint64(len(rep.Boot.Failed)))
+	gauge("router_bootstrap_seconds", "Time to load the start-up snapshot (0 without one).", rep.Boot.BootstrapMs/1e3)
+}

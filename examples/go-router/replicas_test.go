@@ -1,0 +1,909 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	kvidx "github.com/kvidx/kvidx/bindings/go"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The end-to-end replica test: a real nats-server, the router binary started three times
+// in --nats mode, a bench workload published as vLLM engine batches exactly as the bridge
+// publishes them, and faults (kill -9 of a replica, a nats-server restart, a corrupted
+// snapshot). It takes ~20-40 s, so it runs from scripts/test-replicas.sh (which sets
+// KVIDX_REPLICA_E2E=1 and KVIDX_REPLICA_WORKLOAD), not in the plain go test run.
+
+// e2eBlockSize is the tokens per block of the synthesized engine batches.
+const e2eBlockSize = 16
+
+// tokensFor returns the e2eBlockSize tokens standing for a workload block of local hash l:
+// a deterministic function of l, so the same workload block is the same tokens everywhere.
+func tokensFor(l uint64) []uint32 {
+	out := make([]uint32, e2eBlockSize)
+	x := l
+	for i := range out {
+		x += 0x9E3779B97F4A7C15 // splitmix64
+		z := x
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+		out[i] = uint32(z ^ (z >> 31))
+	}
+	return out
+}
+
+// localHashCache maps a workload local hash to the kvidx local hash of its tokens.
+type localHashCache map[uint64]uint64
+
+func (c localHashCache) get(t *testing.T, l uint64) uint64 {
+	if h, ok := c[l]; ok {
+		return h
+	}
+	hs, err := kvidx.HashTokens(tokensFor(l), e2eBlockSize)
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("hashing the tokens of %d: %v %v", l, hs, err)
+	}
+	c[l] = hs[0]
+	return hs[0]
+}
+
+// engineMsg is one engine batch of one worker, as the bridge publishes it, with the same
+// events as the reference index takes them.
+type engineMsg struct {
+	key       workerKey
+	engineSeq uint64
+	payload   []byte
+	events    []kvidx.Event
+	nevents   int
+	streamSeq uint64 // set once published
+}
+
+// msgpack writes the few msgpack shapes of a vLLM KVEventBatch.
+type msgpack struct{ b []byte }
+
+func (m *msgpack) uint(v uint64) {
+	switch {
+	case v < 128:
+		m.b = append(m.b, byte(v))
+	case v <= math.MaxUint8:
+		m.b = append(m.b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		m.b = binary.BigEndian.AppendUint16(append(m.b, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		m.b = binary.BigEndian.AppendUint32(append(m.b, 0xce), uint32(v))
+	default:
+		m.b = binary.BigEndian.AppendUint64(append(m.b, 0xcf), v)
+	}
+}
+
+func (m *msgpack) str(s string) {
+	if len(s) < 32 {
+		m.b = append(m.b, 0xa0|byte(len(s)))
+	} else {
+		m.b = append(m.b, 0xd9, byte(len(s)))
+	}
+	m.b = append(m.b, s...)
+}
+
+func (m *msgpack) array(n int) {
+	if n < 16 {
+		m.b = append(m.b, 0x90|byte(n))
+	} else {
+		m.b = binary.BigEndian.AppendUint32(append(m.b, 0xdd), uint32(n))
+	}
+}
+
+func (m *msgpack) mapHeader(n int) { m.b = append(m.b, 0x80|byte(n)) }
+func (m *msgpack) nil()            { m.b = append(m.b, 0xc0) }
+func (m *msgpack) float(f float64) {
+	m.b = binary.BigEndian.AppendUint64(append(m.b, 0xcb), math.Float64bits(f))
+}
+
+// vllmPayload encodes workload events of one worker as a vLLM (0.26+, map form) batch.
+func vllmPayload(t *testing.T, ops []workloadOp, rank uint32, ts float64) []byte {
+	var m msgpack
+	m.array(3)
+	m.float(ts)
+	m.array(len(ops))
+	for _, op := range ops {
+		switch op.Op {
+		case "stored":
+			m.mapHeader(8)
+			m.str("type")
+			m.str("BlockStored")
+			m.str("block_hashes")
+			m.array(len(op.Blocks))
+			for _, b := range op.Blocks {
+				m.uint(b[1])
+			}
+			m.str("parent_block_hash")
+			if op.Parent != nil {
+				m.uint(*op.Parent)
+			} else {
+				m.nil()
+			}
+			m.str("token_ids")
+			m.array(len(op.Blocks) * e2eBlockSize)
+			for _, b := range op.Blocks {
+				for _, tok := range tokensFor(b[0]) {
+					m.uint(uint64(tok))
+				}
+			}
+			m.str("block_size")
+			m.uint(e2eBlockSize)
+			m.str("lora_id")
+			m.nil()
+			m.str("medium")
+			m.str("GPU")
+			m.str("lora_name")
+			m.nil()
+		case "removed":
+			m.mapHeader(3)
+			m.str("type")
+			m.str("BlockRemoved")
+			m.str("block_hashes")
+			m.array(len(op.SeqHashes))
+			for _, h := range op.SeqHashes {
+				m.uint(h)
+			}
+			m.str("medium")
+			m.str("GPU")
+		case "cleared":
+			m.mapHeader(1)
+			m.str("type")
+			m.str("AllBlocksCleared")
+		default:
+			t.Fatalf("op %q in an engine batch", op.Op)
+		}
+	}
+	m.uint(uint64(rank))
+	return m.b
+}
+
+// e2eWorkload is a workload converted: engine batches in publishing order, the queries
+// (kvidx local hashes) and every worker.
+type e2eWorkload struct {
+	msgs    []*engineMsg
+	queries [][]uint64
+	workers []workerKey
+	events  int
+}
+
+// loadE2EWorkload reads a workload file and groups each worker's consecutive events into
+// engine batches of at most perBatch events (a worker's events stay in order; batches are
+// published in the order of their last event).
+func loadE2EWorkload(t *testing.T, path string, perBatch int) *e2eWorkload {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &e2eWorkload{}
+	hashes := localHashCache{}
+	pending := map[workerKey][]workloadOp{}
+	seqs := map[workerKey]uint64{}
+	flush := func(k workerKey) {
+		ops := pending[k]
+		if len(ops) == 0 {
+			return
+		}
+		m := &engineMsg{key: k, engineSeq: seqs[k], payload: vllmPayload(t, ops, k.DpRank, float64(len(w.msgs))), nevents: len(ops)}
+		seqs[k]++
+		for _, op := range ops {
+			ev := op.toEvent(t)
+			if ev.Stored != nil {
+				for i := range ev.Stored.Blocks {
+					ev.Stored.Blocks[i].TokensHash = hashes.get(t, ev.Stored.Blocks[i].TokensHash)
+				}
+			}
+			ie, err := ev.toIndexEvent()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.events = append(m.events, ie)
+		}
+		w.msgs = append(w.msgs, m)
+		pending[k] = pending[k][:0]
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var op workloadOp
+		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if op.Op == "match" {
+			q := make([]uint64, len(op.LocalHashes))
+			for i, l := range op.LocalHashes {
+				q[i] = hashes.get(t, l)
+			}
+			w.queries = append(w.queries, q)
+			continue
+		}
+		k := workerKey{op.Worker, op.DpRank}
+		if _, ok := seqs[k]; !ok {
+			seqs[k] = 0
+			w.workers = append(w.workers, k)
+		}
+		pending[k] = append(pending[k], op)
+		w.events++
+		if len(pending[k]) >= perBatch {
+			flush(k)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range w.workers {
+		flush(k)
+	}
+	return w
+}
+
+// natsServer is a nats-server child process with JetStream on a temp directory.
+type natsServer struct {
+	t        *testing.T
+	bin, dir string
+	port     int
+	cmd      *exec.Cmd
+	log      *os.File
+}
+
+// natsServerBinary finds nats-server; without it the test fails under CI=true and is
+// skipped (with the reason) otherwise.
+func natsServerBinary(t *testing.T) string {
+	for _, p := range []string{os.Getenv("NATS_SERVER"), "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("nats-server is not installed (CI=true: this is a failure; scripts/setup.sh installs Debian's nats-server)")
+	}
+	t.Skip("SKIPPED LOUDLY: nats-server is not installed (apt-get install nats-server, or run scripts/setup.sh)")
+	return ""
+}
+
+// freePort returns a loopback TCP port free at the time of the call.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// start runs the server and waits until it accepts connections.
+func (s *natsServer) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", s.dir)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("nats-server did not start: %v (log %s)", err, s.log.Name())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends the server gracefully (SIGTERM: JetStream flushes its files) and waits.
+func (s *natsServer) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+	s.cmd = nil
+}
+
+// routerProc is one router replica process.
+type routerProc struct {
+	t       *testing.T
+	name    string
+	bin     string
+	args    []string
+	addr    string
+	logPath string
+	cmd     *exec.Cmd
+	client  *http.Client
+}
+
+// start runs the router and waits until GET /replica answers (bootstrap done).
+func (p *routerProc) start() {
+	p.t.Helper()
+	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	fmt.Fprintf(lf, "==== start %s\n", time.Now().Format(time.RFC3339Nano))
+	p.cmd = exec.Command(p.bin, append([]string{"-addr", p.addr}, p.args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = lf, lf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	lf.Close()
+	go func(c *exec.Cmd) { _ = c.Wait() }(p.cmd)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := p.client.Get("http://" + p.addr + "/replica"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not start; log:\n%s", p.name, p.logTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill9 kills the process with SIGKILL.
+func (p *routerProc) kill9() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.cmd = nil
+}
+
+func (p *routerProc) logTail() string {
+	b, _ := os.ReadFile(p.logPath)
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	return string(b)
+}
+
+// report returns GET /replica.
+func (p *routerProc) report() replicaReport {
+	p.t.Helper()
+	resp, err := p.client.Get("http://" + p.addr + "/replica")
+	if err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+	defer resp.Body.Close()
+	var r replicaReport
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		p.t.Fatalf("%s: /replica: %v", p.name, err)
+	}
+	return r
+}
+
+// route posts one query and returns the decision.
+func (p *routerProc) route(q []uint64) Decision {
+	p.t.Helper()
+	body, _ := json.Marshal(routeRequest{LocalHashes: q})
+	resp, err := p.client.Post("http://"+p.addr+"/route", "application/json", bytes.NewReader(body))
+	if err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("%s: /route: %d %s", p.name, resp.StatusCode, out)
+	}
+	var d Decision
+	if err := json.Unmarshal(out, &d); err != nil {
+		p.t.Fatal(err)
+	}
+	req, _ := http.NewRequest("DELETE", fmt.Sprintf("http://%s/requests/%d", p.addr, d.RequestID), nil)
+	if resp, err := p.client.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	return d
+}
+
+// waitApplied waits until the replica handled every message up to seq.
+func (p *routerProc) waitApplied(seq uint64, timeout time.Duration) replicaReport {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r := p.report()
+		if r.AppliedSeq >= seq {
+			return r
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: applied %d, want %d after %v; log:\n%s", p.name, r.AppliedSeq, seq, timeout, p.logTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// bridgePublisher publishes engine batches as the bridge does, retrying through server restarts
+// (the Nats-Msg-Id makes a retried publish land once).
+type bridgePublisher struct {
+	t     *testing.T
+	js    jetstream.JetStream
+	epoch string
+}
+
+func (p *bridgePublisher) publish(m *engineMsg) {
+	p.t.Helper()
+	msg := nats.NewMsg(fmt.Sprintf("kvidx.events.%d.%d", m.key.ID, m.key.DpRank))
+	msg.Data = m.payload
+	msg.Header.Set(hdrWorkerID, strconv.FormatUint(m.key.ID, 10))
+	msg.Header.Set(hdrDpRank, strconv.FormatUint(uint64(m.key.DpRank), 10))
+	msg.Header.Set(hdrFormat, "vllm")
+	msg.Header.Set(hdrEngineSeq, strconv.FormatUint(m.engineSeq, 10))
+	msg.Header.Set(hdrEngineEpoch, p.epoch)
+	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%d.%d.%s.%d", m.key.ID, m.key.DpRank, p.epoch, m.engineSeq))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ack, err := p.js.PublishMsg(ctx, msg)
+		cancel()
+		if err == nil {
+			m.streamSeq = ack.Sequence
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("publishing: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// e2eEnv is the running set-up of the end-to-end test.
+type e2eEnv struct {
+	t        *testing.T
+	wl       *e2eWorkload
+	nats     *natsServer
+	pub      *bridgePublisher
+	store    jetstream.ObjectStore
+	replicas []*routerProc
+	next     int // next message of wl.msgs to publish
+}
+
+// publishTo publishes the workload's messages up to the fraction frac of them.
+func (e *e2eEnv) publishTo(frac float64) {
+	end := int(frac * float64(len(e.wl.msgs)))
+	for ; e.next < end; e.next++ {
+		e.pub.publish(e.wl.msgs[e.next])
+	}
+}
+
+// lastSeq is the stream sequence of the last message published.
+func (e *e2eEnv) lastSeq() uint64 { return e.wl.msgs[e.next-1].streamSeq }
+
+// snapshots lists the snapshot objects in the bucket, newest first.
+func (e *e2eEnv) snapshots() []string {
+	e.t.Helper()
+	infos, err := e.store.List(context.Background())
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var names []string
+	for _, in := range infos {
+		if !in.Deleted {
+			names = append(names, in.Name)
+		}
+	}
+	return newestFirst(names)
+}
+
+// checkAccounting proves a replica applied every published message once: per worker, the
+// final watermark is the worker's last message; the batches applied plus skipped are the
+// messages after the restored snapshot's S, and the skipped ones are exactly those at or
+// below their worker's restored watermark (already in the snapshot).
+func (e *e2eEnv) checkAccounting(p *routerProc, r replicaReport) {
+	e.t.Helper()
+	last := map[workerKey]uint64{}
+	for _, m := range e.wl.msgs[:e.next] {
+		last[m.key] = max(last[m.key], m.streamSeq)
+	}
+	for _, wm := range r.Watermarks {
+		if want := last[workerKey{wm.WorkerID, wm.DpRank}]; wm.Watermark != want {
+			e.t.Errorf("%s: worker %d rank %d watermark %d, want %d (its last message)", p.name, wm.WorkerID, wm.DpRank, wm.Watermark, want)
+		}
+	}
+	if len(r.Watermarks) != len(last) {
+		e.t.Errorf("%s: %d publishers known, want %d", p.name, len(r.Watermarks), len(last))
+	}
+	restored := map[workerKey]uint64{}
+	for _, wm := range r.Boot.Watermarks {
+		restored[workerKey{wm.WorkerID, wm.DpRank}] = wm.Watermark
+	}
+	var after, skipped, skippedEvents uint64
+	primed := map[uint64]bool{}
+	for _, s := range r.Boot.Primed {
+		primed[s] = true
+	}
+	if r.Boot.PrimeMissing != 0 {
+		e.t.Errorf("%s: %d publishers not primed", p.name, r.Boot.PrimeMissing)
+	}
+	for _, m := range e.wl.msgs[:e.next] {
+		if primed[m.streamSeq] {
+			skipped++ // fed again at its worker's watermark, to restore the feed's sequence
+			skippedEvents += uint64(m.nevents)
+			if m.streamSeq != restored[m.key] || m.streamSeq > r.Boot.RestoredSeq {
+				e.t.Errorf("%s: primed message %d, its worker's watermark is %d (S=%d)", p.name, m.streamSeq, restored[m.key], r.Boot.RestoredSeq)
+			}
+		}
+		if m.streamSeq <= r.Boot.RestoredSeq {
+			continue
+		}
+		after++
+		if m.streamSeq <= restored[m.key] {
+			skipped++
+			skippedEvents += uint64(m.nevents)
+		}
+	}
+	st := r.Stats
+	if st.BatchesApplied != after-(skipped-uint64(len(primed))) || st.BatchesSkipped != skipped || st.EventsSkipped != skippedEvents {
+		e.t.Errorf("%s: replica stats %+v, want %d applied, %d skipped (%d events, %d primed): messages after S=%d: %d",
+			p.name, st, after-(skipped-uint64(len(primed))), skipped, skippedEvents, len(primed), r.Boot.RestoredSeq, after)
+	}
+	if r.Boot.RestoredFrom != "" {
+		e.t.Logf("%s: restored S=%d; %d messages after it: %d skipped as already in the snapshot, %d applied; %d primed",
+			p.name, r.Boot.RestoredSeq, after, skipped-uint64(len(primed)), st.BatchesApplied, len(primed))
+	}
+	if r.Consumed != after || r.BadMessages != 0 {
+		e.t.Errorf("%s: consumed %d messages (%d refused), want %d", p.name, r.Consumed, r.BadMessages, after)
+	}
+}
+
+// checkAnswers routes every query on every replica and on a reference router over a plain
+// kvidx indexer fed the same events: every answer must be the same.
+func (e *e2eEnv) checkAnswers(label string, minQueries int) {
+	e.t.Helper()
+	ref, err := kvidx.New(kvidx.Config{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer ref.Close()
+	seen := map[workerKey]bool{}
+	var keys []workerKey
+	for _, m := range e.wl.msgs[:e.next] {
+		if err := ref.ApplyEvents(m.events); err != nil && !errors.Is(err, kvidx.ErrParentNotFound) {
+			e.t.Fatal(err)
+		}
+		if !seen[m.key] {
+			seen[m.key] = true
+			keys = append(keys, m.key)
+		}
+	}
+	rr, err := NewRouter(ref, 0, DefaultLimits())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := rr.Register(keys); err != nil {
+		e.t.Fatal(err)
+	}
+	queries := e.wl.queries
+	if len(queries) < minQueries {
+		e.t.Fatalf("the workload has %d queries, want at least %d", len(queries), minQueries)
+	}
+	hits := 0
+	for i, q := range queries {
+		want, ok, err := rr.Route(q)
+		if err != nil || !ok {
+			e.t.Fatalf("reference route: %v %v", ok, err)
+		}
+		rr.Done(want.RequestID)
+		if want.OverlapBlocks > 0 {
+			hits++
+		}
+		for _, p := range e.replicas {
+			got := p.route(q)
+			got.RequestID, got.InFlight, want.InFlight = 0, 0, 0
+			w := want
+			w.RequestID = 0
+			if got != w {
+				e.t.Fatalf("%s: query %d on %s: %+v, reference %+v", label, i, p.name, got, w)
+			}
+		}
+	}
+	e.t.Logf("%s: %d queries (%d with a cached prefix) answered identically by %d replicas and the reference",
+		label, len(queries), hits, len(e.replicas))
+}
+
+// buildRouter builds the router binary into dir (with -race when KVIDX_REPLICA_RACE is set).
+func buildRouter(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "go-router")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("KVIDX_REPLICA_RACE") != "" {
+		args = append(args, "-race") // the replicas under the race detector (checked in their logs)
+	}
+	build := exec.Command("go", append(args, ".")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startNATS starts nats-server with JetStream in dir/js, stopped when the test ends.
+func startNATS(t *testing.T, natsBin, dir string) *natsServer {
+	t.Helper()
+	nlog, err := os.Create(filepath.Join(dir, "nats-server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nlog.Close() })
+	ns := &natsServer{t: t, bin: natsBin, dir: filepath.Join(dir, "js"), port: freePort(t), log: nlog}
+	ns.start()
+	t.Cleanup(ns.stop)
+	return ns
+}
+
+// TestReplicaRefusesAStreamGap: when retention dropped messages the replica would need (here
+// a full replay of a stream whose first message is 21), it refuses to start and says why;
+// with --allow-stream-gap it starts, reports the gap and applies what is there.
+func TestReplicaRefusesAStreamGap(t *testing.T) {
+	if os.Getenv("KVIDX_REPLICA_E2E") == "" {
+		t.Skip("end-to-end replica test against nats-server: run scripts/test-replicas.sh (or set KVIDX_REPLICA_E2E=1)")
+	}
+	natsBin := natsServerBinary(t)
+	dir := t.TempDir()
+	wl := loadE2EWorkload(t, "testdata/workload.jsonl", 4)
+	bin := buildRouter(t, dir)
+	ns := startNATS(t, natsBin, dir)
+	nc, err := nats.Connect(ns.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName,
+		Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage, MaxMsgs: 10}); err != nil {
+		t.Fatal(err)
+	}
+	pub := &bridgePublisher{t: t, js: js, epoch: "e1"}
+	for _, m := range wl.msgs[:30] {
+		pub.publish(m)
+	}
+	logPath := filepath.Join(dir, "refused.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "-nats", ns.url())
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the replica did not refuse to start")
+	}
+	lf.Close()
+	logs, _ := os.ReadFile(logPath)
+	if err == nil || !bytes.Contains(logs, []byte("KVIDX_EVENTS starts at sequence 21, the replica needs 1")) {
+		t.Fatalf("exit %v; log:\n%s", err, logs)
+	}
+
+	p := &routerProc{t: t, name: "gap-replica", bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		logPath: filepath.Join(dir, "allowed.log"), client: &http.Client{Timeout: 10 * time.Second},
+		args: []string{"-nats", ns.url(), "-allow-stream-gap"}}
+	p.start()
+	defer p.kill9()
+	r := p.waitApplied(30, 30*time.Second)
+	if r.Boot.Gap != 20 || r.Consumed != 10 || r.Stats.BatchesApplied != 10 {
+		t.Fatalf("with --allow-stream-gap: gap %d, consumed %d, stats %+v; want 20, 10, 10 applied", r.Boot.Gap, r.Consumed, r.Stats)
+	}
+	t.Logf("refused with %q; with --allow-stream-gap: gap of %d messages reported, %d applied",
+		strings.TrimSpace(string(logs[bytes.LastIndex(logs, []byte("replica")):])), r.Boot.Gap, r.Stats.BatchesApplied)
+}
+
+// TestReplicasOnJetStream is the end-to-end replica test (see the top of this file).
+func TestReplicasOnJetStream(t *testing.T) {
+	if os.Getenv("KVIDX_REPLICA_E2E") == "" {
+		t.Skip("end-to-end replica test against nats-server: run scripts/test-replicas.sh (or set KVIDX_REPLICA_E2E=1)")
+	}
+	natsBin := natsServerBinary(t)
+	path := os.Getenv("KVIDX_REPLICA_WORKLOAD")
+	if path == "" {
+		path = "testdata/workload.jsonl"
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	wl := loadE2EWorkload(t, path, 8)
+	t.Logf("workload %s: %d events of %d workers in %d engine batches, %d queries", path, wl.events, len(wl.workers), len(wl.msgs), len(wl.queries))
+
+	bin := buildRouter(t, dir)
+	ns := startNATS(t, natsBin, dir)
+
+	nc, err := nats.Connect(ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The bridge's stream and the replicas' bucket (the replicas would create them too).
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: snapshotBucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &e2eEnv{t: t, wl: wl, nats: ns, store: store, pub: &bridgePublisher{t: t, js: js, epoch: "e1"}}
+	snapMsgs := max(len(wl.msgs)/12, 50)
+	// Replica 3 alone saves snapshots (one writer, every replica loads): killed, it comes
+	// back to a snapshot older than the stream's end and must catch up.
+	for i := range 3 {
+		save := strconv.FormatBool(i == 2)
+		p := &routerProc{t: t, name: fmt.Sprintf("replica-%d", i+1), bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			logPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i+1)), client: &http.Client{Timeout: 10 * time.Second},
+			args: []string{"-nats", ns.url(), "-event-threads", "2", "-load-weight", "0", "-block-size", strconv.Itoa(e2eBlockSize),
+				"-snapshot-msgs", strconv.Itoa(snapMsgs), "-snapshot-every", "500ms", "-snapshot-keep", "3", "-save-snapshots=" + save}}
+		p.start()
+		e.replicas = append(e.replicas, p)
+		defer p.kill9()
+	}
+	r1, r2, r3 := e.replicas[0], e.replicas[1], e.replicas[2]
+	defer func() {
+		if t.Failed() {
+			for _, p := range e.replicas {
+				t.Logf("%s log tail:\n%s", p.name, p.logTail())
+			}
+		}
+	}()
+
+	// Phase 1: a third of the stream, then kill -9 of replica 3 once a snapshot exists.
+	e.publishTo(0.35)
+	for deadline := time.Now().Add(20 * time.Second); len(e.snapshots()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot saved")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r3.kill9()
+	t.Logf("killed %s (kill -9) at stream sequence %d", r3.name, e.lastSeq())
+
+	// Phase 2: more messages, then a nats-server restart mid-stream.
+	e.publishTo(0.55)
+	before := r1.report().Reconnects
+	ns.stop()
+	t.Logf("nats-server stopped at stream sequence %d", e.lastSeq())
+	time.Sleep(300 * time.Millisecond)
+	ns.start()
+	e.publishTo(0.75)
+	if got := r1.report().Reconnects; got <= before {
+		t.Errorf("%s: %d reconnections after the nats-server restart, want more than %d", r1.name, got, before)
+	}
+
+	// Phase 3: replica 3 comes back: bootstrap from the newest snapshot, catch up.
+	snaps := e.snapshots()
+	restartAt := time.Now()
+	r3.start()
+	boot := r3.report().Boot
+	if boot.RestoredFrom == "" || boot.RestoredFrom != snaps[0] || len(boot.Failed) != 0 {
+		t.Errorf("%s: boot %+v, want the newest snapshot of %v", r3.name, boot, snaps)
+	}
+	// Nothing is published until it caught up: the catch-up rate is the replica's alone.
+	rep3 := r3.waitApplied(e.lastSeq(), 60*time.Second)
+	caught := time.Since(restartAt)
+	if rep3.CaughtUp == nil {
+		t.Fatalf("%s did not report catching up", r3.name)
+	}
+	t.Logf("%s: bootstrap from %s (S=%d, %d workers, %d blocks, %d bytes, %.1f bytes per block) in %.1f ms; caught up %d messages / %d events in %.1f ms (%.0f events/s); process start to the stream's end %v",
+		r3.name, boot.RestoredFrom, boot.RestoredSeq, boot.Info.Workers, boot.Info.Blocks, boot.Info.Bytes,
+		float64(boot.Info.Bytes)/max(float64(boot.Info.Blocks), 1), boot.BootstrapMs,
+		rep3.CaughtUp.Messages, rep3.CaughtUp.Events, rep3.CaughtUp.Ms, rep3.CaughtUp.EventsPerSec, caught.Round(time.Millisecond))
+	e.publishTo(0.9)
+	last := e.lastSeq()
+	for _, p := range e.replicas {
+		p.waitApplied(last, 60*time.Second)
+	}
+	e.checkAnswers("after kill -9 and nats-server restart", 1000)
+	for _, p := range e.replicas {
+		e.checkAccounting(p, p.report())
+	}
+	if st := r1.report().Stats; st.BatchesSkipped != 0 {
+		t.Errorf("%s never restarted but skipped %d batches", r1.name, st.BatchesSkipped)
+	}
+
+	// Phase 4: the newest snapshot is corrupted in the bucket; replica 2 restarts, says so,
+	// loads the previous one and converges.
+	for stable, prev := 0, ""; stable < 5; time.Sleep(300 * time.Millisecond) {
+		names := e.snapshots()
+		if len(names) >= 2 && names[0] == prev {
+			stable++
+		} else {
+			stable = 0
+		}
+		if len(names) > 0 {
+			prev = names[0]
+		}
+	}
+	snaps = e.snapshots()
+	newest := snaps[0]
+	obj, err := store.GetBytes(ctx, newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(obj) / 2; i < len(obj)/2+16 && i < len(obj); i++ {
+		obj[i] ^= 0x5a
+	}
+	if _, err := store.PutBytes(ctx, newest, obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("corrupted %s (16 bytes flipped in the middle of %d); snapshots %v", newest, len(obj), snaps)
+	r2.kill9()
+	r2.start()
+	boot2 := r2.report().Boot
+	if len(boot2.Failed) == 0 || !strings.HasPrefix(boot2.Failed[0], newest) || boot2.RestoredFrom != snaps[1] {
+		t.Errorf("%s: boot %+v, want %s refused and %s restored", r2.name, boot2, newest, snaps[1])
+	}
+	if logs, _ := os.ReadFile(r2.logPath); !bytes.Contains(logs, []byte("snapshot "+newest+" is malformed")) {
+		t.Errorf("%s did not log the malformed snapshot %s", r2.name, newest)
+	}
+	e.publishTo(1)
+	last = e.lastSeq()
+	for _, p := range e.replicas {
+		p.waitApplied(last, 60*time.Second)
+	}
+	e.checkAnswers("after the corrupted snapshot", 1000)
+	for _, p := range e.replicas {
+		e.checkAccounting(p, p.report())
+	}
+	t.Logf("%s: refused %q, restored %s (S=%d, %d blocks, %d bytes) in %.1f ms", r2.name, boot2.Failed, boot2.RestoredFrom,
+		boot2.RestoredSeq, boot2.Info.Blocks, boot2.Info.Bytes, boot2.BootstrapMs)
+	for _, p := range e.replicas {
+		if logs, _ := os.ReadFile(p.logPath); bytes.Contains(logs, []byte("DATA RACE")) {
+			t.Errorf("%s: the race detector reported a data race:\n%s", p.name, p.logTail())
+		}
+	}
+	t.Logf("end-to-end replica test done in %v: %d messages, stream last sequence %d", time.Since(start).Round(time.Millisecond), e.next, last)
+}

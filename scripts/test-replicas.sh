@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Router replicas on NATS JetStream (docs/replicas.md), end to end against a real nats-server:
+# generates a small workload with kvidx-bench (8 workers x 512 blocks, the first 1,200 requests
+# of data/conversation_trace.jsonl: ~112k events, 1,200 queries), then runs
+# examples/go-router's TestReplicasOnJetStream, which starts nats-server (ephemeral port,
+# temporary JetStream directory) and three router replicas in --nats mode (built with -race; a
+# data race in their logs fails the test), publishes the
+# workload as vLLM engine batches exactly as the bridge does, and checks convergence through
+# a kill -9 of a replica, a nats-server restart and a corrupted snapshot, then once more with
+# the replicas built with CGO_ENABLED=0 (purego). It prints the bootstrap time and the
+# catch-up rate. Without nats-server the test fails under CI=true and
+# is skipped (with a message) otherwise; scripts/setup.sh installs Debian's nats-server.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+if ! command -v go >/dev/null; then
+  [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+fi
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+if ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "test-replicas: nats-server is not installed (run scripts/setup.sh)" >&2
+    exit 1
+  fi
+  echo "test-replicas: SKIPPED: nats-server is not installed (apt-get install nats-server, or scripts/setup.sh)" >&2
+  exit 0
+fi
+
+prefix="$root/build/prefix"
+bash scripts/install.sh "$prefix" >/dev/null
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+lib_id="$(cat "$prefix/include/kvidx.h" "$prefix/lib/libkvidx.so.0" | sha256sum | cut -c1-16)"
+export CGO_CFLAGS="-O2 -g -DKVIDX_LIB_ID=0x$lib_id"
+
+echo "== test-replicas: workload (kvidx-bench generate)"
+cargo build -q --release -p kvidx-bench
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$target_dir/release/kvidx-bench" generate --trace data/conversation_trace.jsonl --limit 1200 \
+  --workers 8 --blocks-per-worker 512 --out "$tmp/workload.jsonl" 2>&1 | sed 's/^/  /'
+
+echo "== test-replicas: go test -run TestReplicasOnJetStream (examples/go-router)"
+(cd examples/go-router &&
+  KVIDX_REPLICA_E2E=1 KVIDX_REPLICA_RACE=1 KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
+    go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream|TestReplicaRefusesAStreamGap|TestSnapshotEnvelope|TestSnapshotNames|TestParseStreamHeaders' . \
+    >"$tmp/go-test.log" 2>&1) || true
+grep -E '^(--- |PASS|FAIL|ok )|replicas_test.go' "$tmp/go-test.log" | grep -vE '^\s+[0-9]{4}/[0-9]{2}/[0-9]{2} ' || true
+if ! grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test.log"; then
+  if grep -q '^--- SKIP: TestReplicasOnJetStream' "$tmp/go-test.log" && [ "${CI:-}" != "true" ]; then
+    echo "test-replicas: SKIPPED (see above)"; exit 0
+  fi
+  tail -200 "$tmp/go-test.log"
+  echo "test-replicas: FAILED" >&2
+  exit 1
+fi
+grep -q '^--- PASS: TestReplicaRefusesAStreamGap' "$tmp/go-test.log" &&
+  grep -q '^ok ' "$tmp/go-test.log" || { tail -100 "$tmp/go-test.log"; echo "test-replicas: FAILED" >&2; exit 1; }
+
+# The same end to end with the replicas built without cgo (purego: the snapshot streams go
+# through purego callbacks).
+echo "== test-replicas: the same with CGO_ENABLED=0 (purego replicas)"
+(cd examples/go-router &&
+  CGO_ENABLED=0 KVIDX_LIBRARY_PATH="$prefix/lib/libkvidx.so.0" KVIDX_REPLICA_E2E=1 \
+    KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
+    go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream' . >"$tmp/go-test-purego.log" 2>&1) || true
+grep -E '^(--- |ok )|bootstrap from' "$tmp/go-test-purego.log" || true
+grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test-purego.log" ||
+  { tail -200 "$tmp/go-test-purego.log"; echo "test-replicas: FAILED (purego)" >&2; exit 1; }
+echo "test-replicas: passed"
+
