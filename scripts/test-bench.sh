@@ -30,6 +30,16 @@ grep -m1 '"op":"stored"' "$tmp/w.jsonl" \
   || fail "stored line not in contract format"
 ok "generate wrote $lines operations in contract format"
 
+"$bin" snapshot --workload "$tmp/w.jsonl" --repeat 1 --check-queries 500 > "$tmp/snapshot.txt" \
+  || { cat "$tmp/snapshot.txt"; fail "snapshot round trip"; }
+cat "$tmp/snapshot.txt"
+for idx in positional radix; do
+  # bytes/pair under 24, restored answers all equal (the command fails otherwise).
+  awk -v idx="$idx" '$1 == idx && $5 > 0 && $5 <= 24 && $9 ~ /^[0-9]+\/[0-9]+$/ { found = 1 } END { exit !found }' \
+    "$tmp/snapshot.txt" || fail "$idx snapshot row missing or above 24 bytes per pair"
+done
+ok "snapshot: write, restore, same answers, at most 24 bytes per pair"
+
 "$bin" replay --workload "$tmp/w.jsonl" --subjects positional,radix,nested-map --fractions 0.5,1 \
   --out-dir "$tmp/out" > "$tmp/replay.txt"
 cat "$tmp/replay.txt"

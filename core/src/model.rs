@@ -256,7 +256,9 @@ pub enum Write {
     Batch {
         /// The worker every event is about.
         worker: Worker,
-        /// The batch's offset (>= 1), or `None` for a plain batch that keeps no watermark.
+        /// The batch's offset (>= 1; [`crate::Indexer::apply_batch_at`] refuses 0, which a
+        /// batch submitted directly is skipped at), or `None` for a plain batch that neither
+        /// checks nor moves the watermark.
         offset: Option<u64>,
         /// What the events do, in order.
         events: Vec<EventData>,

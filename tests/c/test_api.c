@@ -33,6 +33,7 @@ static void status_codes_have_fixed_values_and_texts(void) {
     CHECK_EQ(KVIDX_ERR_POISONED, 7);
     CHECK_EQ(KVIDX_ERR_MALFORMED, 8);
     CHECK_EQ(KVIDX_ERR_TOO_LARGE, 9);
+    CHECK_EQ(KVIDX_ERR_IO, 10);
     static const char *names[] = {"KVIDX_OK",
                                   "KVIDX_ERR_NULL_POINTER",
                                   "KVIDX_ERR_INVALID_ARGUMENT",
@@ -42,13 +43,14 @@ static void status_codes_have_fixed_values_and_texts(void) {
                                   "KVIDX_ERR_PANIC",
                                   "KVIDX_ERR_POISONED",
                                   "KVIDX_ERR_MALFORMED",
-                                  "KVIDX_ERR_TOO_LARGE"};
-    for (uint32_t code = 0; code < 10; code++) {
+                                  "KVIDX_ERR_TOO_LARGE",
+                                  "KVIDX_ERR_IO"};
+    for (uint32_t code = 0; code < 11; code++) {
         const char *text = kvidx_status_str(code);
         CHECK(text != NULL);
         if (text != NULL) CHECK(strstr(text, names[code]) == text);
     }
-    const uint32_t unknown[] = {10, 100, UINT32_MAX};
+    const uint32_t unknown[] = {11, 100, UINT32_MAX};
     for (size_t i = 0; i < 3; i++) {
         const char *text = kvidx_status_str(unknown[i]);
         CHECK(text != NULL);

@@ -78,9 +78,9 @@ pub fn run(args: &SnapshotArgs) -> Result<(), String> {
             BackendKind::Radix => BackendKind::Positional,
             _ => BackendKind::Radix,
         };
-        let cross = match indexer(other)?.restore_snapshot(bytes.as_slice()) {
-            Ok(_) => "ok".to_string(),
-            Err(e) => format!("refused ({e})"),
+        let (cross, refusal) = match indexer(other)?.restore_snapshot(bytes.as_slice()) {
+            Ok(_) => ("ok", None),
+            Err(e) => ("refused", Some(e)),
         };
         println!(
             "{:<11} {:>8} {:>10} {:>12} {:>10.2} {:>10.1} {:>11.1} {:>13} {:>9}",
@@ -94,6 +94,9 @@ pub fn run(args: &SnapshotArgs) -> Result<(), String> {
             cross,
             format!("{same}/{}", checked.len()),
         );
+        if let Some(e) = refusal {
+            println!("  (into {other:?}: {e})");
+        }
         if same != checked.len() {
             return Err(format!("{kind:?}: restored answers differ"));
         }
