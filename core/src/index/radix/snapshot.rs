@@ -14,7 +14,7 @@ impl RadixIndex {
     /// See [`crate::index::worker_blocks::WorkerBlocks::export_state`].
     pub(super) fn export_snapshot(&self, state: &WorkerState, exporter: &mut Exporter) {
         let mut seen: FxHashSet<usize> = FxHashSet::default();
-        seen.reserve(state.held.len());
+        seen.reserve(state.names.len());
         for (&name, node) in &state.names {
             exporter.name(node.tier_key(), name, state.tiers.tiers_of(name));
             // The node, then every ancestor not written yet (held or not: the path).
@@ -48,7 +48,7 @@ impl RadixIndex {
             ));
         }
         state.names.reserve(section.names.len());
-        state.held.reserve(section.nodes.len());
+        state.slot = slot;
         let mut made: Vec<Arc<Node>> = Vec::with_capacity(section.nodes.len());
         for node in &section.nodes {
             let parent = match node.parent {
@@ -56,15 +56,16 @@ impl RadixIndex {
                 None => Arc::clone(&self.root),
             };
             let names = &section.names[node.names.start as usize..node.names.end as usize];
-            let child = if names.is_empty() {
-                self.child_of(&parent, node.local)
+            let (child, mut newly_held) = if names.is_empty() {
+                (self.child_of(&parent, node.local), false)
             } else {
                 // Every node records its own touch: readers overlapping a restore re-read.
                 self.attach(&parent, node.local, slot, &mut false)
             };
             for &(name, tiers) in names {
                 let first = Tier::ALL[fastest(tiers)];
-                self.add_name(state, slot, name, Arc::clone(&child), first);
+                self.add_name(state, slot, name, Arc::clone(&child), newly_held, first);
+                newly_held = false; // its other names are extra ones
                 for tier in Tier::ALL
                     .iter()
                     .filter(|t| tiers & t.bit() != 0 && **t != first)
@@ -88,7 +89,7 @@ impl RadixIndex {
         } else {
             parent.position + 1
         };
-        Arc::clone(parent_state.children.entry(local).or_insert_with(|| {
+        Arc::clone(parent_state.children.get_or_insert_with(local, || {
             Arc::new(Node {
                 local,
                 position,
