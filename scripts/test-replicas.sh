@@ -8,8 +8,13 @@
 # workload as vLLM engine batches exactly as the bridge does, and checks convergence through
 # a kill -9 of a replica, a nats-server restart and a corrupted snapshot, then once more with
 # the replicas built with CGO_ENABLED=0 (purego). It prints the bootstrap time and the
-# catch-up rate. Without nats-server the test fails under CI=true and
-# is skipped (with a message) otherwise; scripts/setup.sh installs Debian's nats-server.
+# catch-up rate. Then the whole chain with real processes (TestChainEnginesBridgeReplicas):
+# fake engines (pyzmq) sending the same workload as vLLM batches on ZMQ -> one
+# `kvidx-zmq-subscriber bridge` -> nats-server -> two replicas; it checks the stream holds
+# exactly one message per batch sent and the replicas' answers, and prints the end-to-end
+# events/s. Without nats-server (or, for the chain test, without python3-zmq) the tests fail
+# under CI=true and are skipped (with a message) otherwise; scripts/setup.sh installs Debian's
+# nats-server and python3-zmq.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -37,6 +42,7 @@ export CGO_CFLAGS="-O2 -g -DKVIDX_LIB_ID=0x$lib_id"
 echo "== test-replicas: workload (kvidx-bench generate)"
 cargo build -q --release -p kvidx-bench
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
+case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$target_dir/release/kvidx-bench" generate --trace data/conversation_trace.jsonl --limit 1200 \
@@ -69,5 +75,26 @@ echo "== test-replicas: the same with CGO_ENABLED=0 (purego replicas)"
 grep -E '^(--- |ok )|bootstrap from' "$tmp/go-test-purego.log" || true
 grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test-purego.log" ||
   { tail -200 "$tmp/go-test-purego.log"; echo "test-replicas: FAILED (purego)" >&2; exit 1; }
+
+# The whole chain: fake engines (libzmq through pyzmq) -> the bridge -> nats-server -> two
+# replicas (docs/replicas.md, "The chain test").
+echo "== test-replicas: the whole chain: engines (ZMQ) -> bridge -> JetStream -> 2 replicas"
+if py="$(bash scripts/python.sh 2>/dev/null)"; then
+  cargo build -q --manifest-path examples/zmq-subscriber/Cargo.toml --target-dir "$target_dir"
+  (cd examples/go-router &&
+    KVIDX_CHAIN_E2E=1 KVIDX_PYTHON="$py" KVIDX_BRIDGE_BIN="$target_dir/debug/kvidx-zmq-subscriber" \
+      KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
+      go test -count=1 -v -timeout 150s -run 'TestChainEnginesBridgeReplicas' . >"$tmp/go-test-chain.log" 2>&1) || true
+  grep -E '^(--- |ok )|chain_test.go' "$tmp/go-test-chain.log" || true
+  grep -q '^--- PASS: TestChainEnginesBridgeReplicas' "$tmp/go-test-chain.log" ||
+    { tail -200 "$tmp/go-test-chain.log"; echo "test-replicas: FAILED (chain)" >&2; exit 1; }
+elif [ "${CI:-}" = "true" ]; then
+  bash scripts/python.sh || true
+  echo "test-replicas: FAILED: the chain test needs a Python 3 with pyzmq (run scripts/setup.sh)" >&2
+  exit 1
+else
+  echo "test-replicas: SKIPPED the chain test: no Python 3 with pyzmq and msgpack" \
+    "(apt-get install python3-zmq python3-msgpack, or scripts/setup.sh)" >&2
+fi
 echo "test-replicas: passed"
 
