@@ -30,7 +30,7 @@ pub trait Backend: Send + Sync + 'static {
 /// Which index structure an indexer uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendKind {
-    /// Per-position maps keyed by local hash, with exact jump search.
+    /// Per-position maps keyed by prefix identity, with exact jump search.
     #[default]
     Positional,
     /// A concurrent radix tree over local hashes.
@@ -39,6 +39,7 @@ pub enum BackendKind {
     Reference,
 }
 
+mod records;
 mod registry;
 mod segmented;
 mod tiers;

@@ -1,44 +1,93 @@
 //! Sorted sets of worker slots, and the merge operations queries use on them.
 
-use smallvec::SmallVec;
+/// How many slots a [`WorkerSet`] keeps inline.
+const INLINE: usize = 3;
 
-/// A set of worker slots kept sorted. Up to four slots live inline (no allocation), which
-/// covers most blocks: a block is usually cached by few workers.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct WorkerSet(SmallVec<[u32; 4]>);
+/// A set of worker slots kept sorted. Up to three slots live inline (no allocation), which
+/// covers most blocks: a block is usually cached by few workers. 16 bytes either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WorkerSet {
+    /// `slots[..len]`.
+    Inline { len: u8, slots: [u32; INLINE] },
+    /// More than [`INLINE`] slots (boxed, so the set stays 16 bytes: a bare `Vec` would make
+    /// every set, most of which never spill, 32 bytes).
+    #[allow(clippy::box_collection)]
+    Spilled(Box<Vec<u32>>),
+}
+
+impl Default for WorkerSet {
+    fn default() -> Self {
+        WorkerSet::Inline {
+            len: 0,
+            slots: [0; INLINE],
+        }
+    }
+}
 
 impl WorkerSet {
     /// Adds a slot; returns false if it was there already.
     pub(crate) fn insert(&mut self, slot: u32) -> bool {
-        match self.0.binary_search(&slot) {
-            Ok(_) => false,
-            Err(at) => {
-                self.0.insert(at, slot);
-                true
+        let at = match self.as_slice().binary_search(&slot) {
+            Ok(_) => return false,
+            Err(at) => at,
+        };
+        match self {
+            WorkerSet::Inline { len, slots } => {
+                let n = usize::from(*len);
+                if n < INLINE {
+                    slots.copy_within(at..n, at + 1);
+                    slots[at] = slot;
+                    *len += 1;
+                } else {
+                    let mut spilled = Vec::with_capacity(INLINE * 2 + 2);
+                    spilled.extend_from_slice(&slots[..at]);
+                    spilled.push(slot);
+                    spilled.extend_from_slice(&slots[at..]);
+                    *self = WorkerSet::Spilled(Box::new(spilled));
+                }
             }
+            WorkerSet::Spilled(list) => list.insert(at, slot),
         }
+        true
     }
 
     /// Removes a slot; returns false if it was not there.
     pub(crate) fn remove(&mut self, slot: u32) -> bool {
-        match self.0.binary_search(&slot) {
-            Ok(at) => {
-                self.0.remove(at);
-                if self.0.spilled() && self.0.len() * 4 < self.0.capacity() {
-                    self.0.shrink_to_fit();
-                }
-                true
+        let Ok(at) = self.as_slice().binary_search(&slot) else {
+            return false;
+        };
+        match self {
+            WorkerSet::Inline { len, slots } => {
+                slots.copy_within(at + 1..usize::from(*len), at);
+                *len -= 1;
             }
-            Err(_) => false,
+            WorkerSet::Spilled(list) => {
+                list.remove(at);
+                if list.len() <= INLINE {
+                    let mut slots = [0; INLINE];
+                    slots[..list.len()].copy_from_slice(list);
+                    *self = WorkerSet::Inline {
+                        len: list.len() as u8,
+                        slots,
+                    };
+                } else if list.len() * 4 < list.capacity() {
+                    list.shrink_to_fit();
+                }
+            }
         }
+        true
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.as_slice().is_empty()
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
-        &self.0
+        match self {
+            WorkerSet::Inline { len, slots } => &slots[..usize::from(*len)],
+            WorkerSet::Spilled(list) => list,
+        }
     }
 }
 
@@ -110,6 +159,30 @@ mod tests {
         assert!(s.remove(3));
         assert!(!s.remove(3));
         assert_eq!(s.as_slice(), &[1, 5]);
+    }
+
+    #[test]
+    fn sets_spill_past_three_slots_and_come_back_inline() {
+        assert_eq!(std::mem::size_of::<WorkerSet>(), 16);
+        let mut s = WorkerSet::default();
+        for slot in [9, 3, 7, 1, 5, 8] {
+            assert!(s.insert(slot));
+        }
+        assert!(matches!(s, WorkerSet::Spilled(_)));
+        assert_eq!(s.as_slice(), &[1, 3, 5, 7, 8, 9]);
+        assert!(!s.insert(7));
+        for slot in [8, 1, 9] {
+            assert!(s.remove(slot));
+        }
+        assert!(matches!(s, WorkerSet::Inline { .. }));
+        assert_eq!(s.as_slice(), &[3, 5, 7]);
+        assert!(s.insert(4), "inline again, and full: spills again");
+        assert_eq!(s.as_slice(), &[3, 4, 5, 7]);
+        for slot in [3, 4, 5, 7] {
+            assert!(s.remove(slot));
+        }
+        assert!(s.is_empty());
+        assert!(!s.remove(3));
     }
 
     #[test]
