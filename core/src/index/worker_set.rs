@@ -1,77 +1,91 @@
 //! Sorted sets of worker slots, and the merge operations queries use on them.
 
 /// How many slots a [`WorkerSet`] keeps inline.
-const INLINE: usize = 3;
+const INLINE: usize = 2;
 
-/// A set of worker slots kept sorted. Up to three slots live inline (no allocation), which
-/// covers most blocks: a block is usually cached by few workers. 16 bytes either way.
+/// An unused inline place (never a slot: slots are numbered from 0 and stay far below).
+const EMPTY: u32 = u32::MAX;
+
+/// A set of worker slots kept sorted, in 16 bytes. Up to two slots live inline (no
+/// allocation), which covers most blocks: a block is usually cached by few workers. More live
+/// in one boxed slice, `[len, slots.., spare..]`, read with a single pointer hop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WorkerSet {
-    /// `slots[..len]`.
-    Inline { len: u8, slots: [u32; INLINE] },
-    /// More than [`INLINE`] slots (boxed, so the set stays 16 bytes: a bare `Vec` would make
-    /// every set, most of which never spill, 32 bytes).
-    #[allow(clippy::box_collection)]
-    Spilled(Box<Vec<u32>>),
+    /// Sorted slots, then [`EMPTY`] places.
+    Inline([u32; INLINE]),
+    /// More than [`INLINE`] slots: `[len, slots[..len], spare]`.
+    Spilled(Box<[u32]>),
 }
 
 impl Default for WorkerSet {
     fn default() -> Self {
-        WorkerSet::Inline {
-            len: 0,
-            slots: [0; INLINE],
-        }
+        WorkerSet::Inline([EMPTY; INLINE])
     }
 }
 
 impl WorkerSet {
     /// Adds a slot; returns false if it was there already.
     pub(crate) fn insert(&mut self, slot: u32) -> bool {
-        let at = match self.as_slice().binary_search(&slot) {
-            Ok(_) => return false,
-            Err(at) => at,
+        debug_assert!(slot != EMPTY);
+        let (at, len) = {
+            let slots = self.as_slice();
+            match slots.binary_search(&slot) {
+                Ok(_) => return false,
+                Err(at) => (at, slots.len()),
+            }
         };
         match self {
-            WorkerSet::Inline { len, slots } => {
-                let n = usize::from(*len);
-                if n < INLINE {
-                    slots.copy_within(at..n, at + 1);
-                    slots[at] = slot;
-                    *len += 1;
-                } else {
-                    let mut spilled = Vec::with_capacity(INLINE * 2 + 2);
-                    spilled.extend_from_slice(&slots[..at]);
-                    spilled.push(slot);
-                    spilled.extend_from_slice(&slots[at..]);
-                    *self = WorkerSet::Spilled(Box::new(spilled));
-                }
+            WorkerSet::Inline(slots) if len < INLINE => {
+                slots.copy_within(at..len, at + 1);
+                slots[at] = slot;
             }
-            WorkerSet::Spilled(list) => list.insert(at, slot),
+            WorkerSet::Inline(slots) => {
+                let mut spilled = vec![EMPTY; 1 + 2 * INLINE + 2].into_boxed_slice();
+                spilled[0] = (len + 1) as u32;
+                spilled[1..=at].copy_from_slice(&slots[..at]);
+                spilled[1 + at] = slot;
+                spilled[2 + at..2 + len].copy_from_slice(&slots[at..]);
+                *self = WorkerSet::Spilled(spilled);
+            }
+            WorkerSet::Spilled(spilled) => {
+                if 1 + len == spilled.len() {
+                    let mut grown = vec![EMPTY; 1 + 2 * len].into_boxed_slice();
+                    grown[..=len].copy_from_slice(spilled);
+                    *spilled = grown;
+                }
+                spilled.copy_within(1 + at..1 + len, 2 + at);
+                spilled[1 + at] = slot;
+                spilled[0] += 1;
+            }
         }
         true
     }
 
     /// Removes a slot; returns false if it was not there.
     pub(crate) fn remove(&mut self, slot: u32) -> bool {
-        let Ok(at) = self.as_slice().binary_search(&slot) else {
-            return false;
+        let (at, len) = {
+            let slots = self.as_slice();
+            match slots.binary_search(&slot) {
+                Ok(at) => (at, slots.len()),
+                Err(_) => return false,
+            }
         };
         match self {
-            WorkerSet::Inline { len, slots } => {
-                slots.copy_within(at + 1..usize::from(*len), at);
-                *len -= 1;
+            WorkerSet::Inline(slots) => {
+                slots.copy_within(at + 1..len, at);
+                slots[len - 1] = EMPTY;
             }
-            WorkerSet::Spilled(list) => {
-                list.remove(at);
-                if list.len() <= INLINE {
-                    let mut slots = [0; INLINE];
-                    slots[..list.len()].copy_from_slice(list);
-                    *self = WorkerSet::Inline {
-                        len: list.len() as u8,
-                        slots,
-                    };
-                } else if list.len() * 4 < list.capacity() {
-                    list.shrink_to_fit();
+            WorkerSet::Spilled(spilled) => {
+                spilled.copy_within(2 + at..1 + len, 1 + at);
+                spilled[len] = EMPTY;
+                spilled[0] -= 1;
+                let len = len - 1;
+                if len <= INLINE {
+                    let mut slots = [EMPTY; INLINE];
+                    slots[..len].copy_from_slice(&spilled[1..=len]);
+                    *self = WorkerSet::Inline(slots);
+                } else if 4 * len < spilled.len() {
+                    *spilled = spilled[..=2 * len].into();
                 }
             }
         }
@@ -85,8 +99,11 @@ impl WorkerSet {
     #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
         match self {
-            WorkerSet::Inline { len, slots } => &slots[..usize::from(*len)],
-            WorkerSet::Spilled(list) => list,
+            WorkerSet::Inline(slots) => {
+                let len = usize::from(slots[0] != EMPTY) + usize::from(slots[1] != EMPTY);
+                &slots[..len]
+            }
+            WorkerSet::Spilled(spilled) => &spilled[1..=spilled[0] as usize],
         }
     }
 }
@@ -162,24 +179,37 @@ mod tests {
     }
 
     #[test]
-    fn sets_spill_past_three_slots_and_come_back_inline() {
+    fn sets_spill_past_two_slots_grow_shrink_and_come_back_inline() {
         assert_eq!(std::mem::size_of::<WorkerSet>(), 16);
         let mut s = WorkerSet::default();
-        for slot in [9, 3, 7, 1, 5, 8] {
-            assert!(s.insert(slot));
-        }
+        assert!(s.is_empty());
+        assert!(s.insert(9));
+        assert!(s.insert(3));
+        assert!(matches!(s, WorkerSet::Inline(_)));
+        assert!(s.insert(7), "a third slot spills");
         assert!(matches!(s, WorkerSet::Spilled(_)));
-        assert_eq!(s.as_slice(), &[1, 3, 5, 7, 8, 9]);
-        assert!(!s.insert(7));
-        for slot in [8, 1, 9] {
-            assert!(s.remove(slot));
+        assert_eq!(s.as_slice(), &[3, 7, 9]);
+        let mut model: Vec<u32> = vec![3, 7, 9];
+        for slot in (0..200).map(|i| (i * 37) % 211) {
+            assert_eq!(s.insert(slot), !model.contains(&slot));
+            if let Err(at) = model.binary_search(&slot) {
+                model.insert(at, slot);
+            }
+            assert_eq!(s.as_slice(), model.as_slice());
         }
-        assert!(matches!(s, WorkerSet::Inline { .. }));
-        assert_eq!(s.as_slice(), &[3, 5, 7]);
-        assert!(s.insert(4), "inline again, and full: spills again");
-        assert_eq!(s.as_slice(), &[3, 4, 5, 7]);
-        for slot in [3, 4, 5, 7] {
-            assert!(s.remove(slot));
+        assert!(!s.insert(7));
+        for slot in (0..211).rev() {
+            assert_eq!(s.remove(slot), model.contains(&slot));
+            model.retain(|&m| m != slot);
+            assert_eq!(s.as_slice(), model.as_slice());
+            if model.len() <= INLINE {
+                assert!(matches!(s, WorkerSet::Inline(_)), "{} slots", model.len());
+            } else if let WorkerSet::Spilled(spilled) = &s {
+                assert!(
+                    spilled.len() <= 8 * model.len() + 1,
+                    "shrinks as it empties"
+                );
+            }
         }
         assert!(s.is_empty());
         assert!(!s.remove(3));
