@@ -39,6 +39,7 @@ pub enum BackendKind {
     Reference,
 }
 
+mod level;
 mod records;
 mod registry;
 mod segmented;

@@ -4,7 +4,8 @@
 //! # Layout
 //! `levels[p]` (one hash map per position behind its own reader-writer lock: writers of
 //! different positions never meet, readers share) maps each prefix identity seen at position
-//! `p` to the sorted set of worker slots holding it (16 bytes, up to three slots inline).
+//! `p` to the sorted set of worker slots holding it (16 bytes per identity, two slots inline;
+//! see [`super::level`]).
 //! Each worker's own blocks are packed records in a slab with two `u32` indexes (by engine
 //! name, by identity; see [`super::records`]): a single-block removal probes the worker's
 //! name index, follows its record to its parent's by slab position, and changes one level.
@@ -20,24 +21,22 @@
 //! jump points cannot promise.
 
 use std::cell::RefCell;
-use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
-use rustc_hash::FxHashMap;
-
+use super::level::Level as Holders;
 use super::records::{Placed, Records, NONE};
 use super::registry::{Registry, SlotInfo};
 use super::segmented::Segmented;
 use super::tiers::WorkerTiers;
 use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
-use super::worker_set::{merge_into, split_by, WorkerSet};
+use super::worker_set::{merge_into, split_by};
 use crate::identity::{mix, IDENTITY_SEED};
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
 
 /// One position's identities and their holders.
-type Level = parking_lot::RwLock<FxHashMap<u64, WorkerSet>>;
+type Level = parking_lot::RwLock<Holders>;
 
 /// One worker's blocks.
 #[derive(Debug, Default)]
@@ -81,7 +80,7 @@ impl PositionalIndex {
     fn level_or_create(&self, position: u32) -> &Level {
         self.levels
             .get_or_alloc(position as usize)
-            .get_or_init(|| parking_lot::RwLock::new(FxHashMap::default()))
+            .get_or_init(|| parking_lot::RwLock::new(Holders::default()))
     }
 
     /// Adds `slot` to the holders of `block`. The first block a store attaches is recorded
@@ -94,9 +93,7 @@ impl PositionalIndex {
         }
         self.level_or_create(block.position)
             .write()
-            .entry(block.identity)
-            .or_default()
-            .insert(slot);
+            .insert(block.identity, slot);
     }
 
     fn detach(&self, position: u32, local: u64, identity: u64, slot: u32) {
@@ -104,13 +101,7 @@ impl PositionalIndex {
         let Some(level) = self.level(position) else {
             return;
         };
-        if let MapEntry::Occupied(mut entry) = level.write().entry(identity) {
-            let holders = entry.get_mut();
-            holders.remove(slot);
-            if holders.is_empty() {
-                entry.remove();
-            }
-        }
+        level.write().remove(identity, slot);
     }
 
     /// Gives `name` to the block on `tier` (its parent's record likely at `parent_hint`);
@@ -161,11 +152,7 @@ impl PositionalIndex {
         let Some(level) = self.levels.get(position).and_then(OnceLock::get) else {
             return f(&[]);
         };
-        let level = level.read();
-        match level.get(&identity) {
-            Some(set) => f(set.as_slice()),
-            None => f(&[]),
-        }
+        f(level.read().holders(identity))
     }
 
     /// Finds the depth of every worker in `s.bisect`: each is jump-safe, holds the query's
@@ -446,7 +433,7 @@ mod tests {
                 if let Some(level) = self.level(position) {
                     for (_, holders) in level.read().iter() {
                         entries += 1;
-                        pairs += holders.as_slice().len();
+                        pairs += holders.len();
                     }
                 }
             }
