@@ -22,7 +22,7 @@ pub(crate) const NONE: u32 = u32::MAX;
 /// The bit of [`Record::names`] telling that the record's inline `name` is one of its names.
 const INLINE_NAME: u32 = 1 << 31;
 
-/// One identity a worker knows (32 + 8 bytes, no pointer).
+/// One identity a worker knows (40 bytes, no pointer).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Record {
     /// The prefix identity.
