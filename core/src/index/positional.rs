@@ -5,9 +5,9 @@
 //! `levels[p]` (one hash map per position behind its own reader-writer lock: writers of
 //! different positions never meet, readers share) maps each prefix identity seen at position
 //! `p` to the sorted set of worker slots holding it (16 bytes per identity, two slots inline;
-//! see [`super::level`]).
+//! see `index/level.rs`).
 //! Each worker's own blocks are packed records in a slab with two `u32` indexes (by engine
-//! name, by identity; see [`super::records`]): a single-block removal probes the worker's
+//! name, by identity; see `index/records.rs`): a single-block removal probes the worker's
 //! name index, follows its record to its parent's by slab position, frees the record from the
 //! identity index, and changes one level.
 //!
