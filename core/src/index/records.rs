@@ -89,8 +89,12 @@ pub(crate) struct Records {
     slab: Vec<Record>,
     /// Head of the free list ([`NONE`] if empty); free records chain through `parent`.
     free: u32,
-    /// Records by identity: every record that is not free.
+    /// Records by identity: every record that is not free, and stale entries of records freed
+    /// since the last [`Records::reindex`] (a lookup skips them: their record is free or now
+    /// has another identity), so that freeing a record costs no probe here.
     by_identity: HashTable<u32>,
+    /// Records freed since the last reindex: at least as many as the stale entries.
+    released: u32,
     /// Records by their inline name.
     by_name: HashTable<u32>,
     /// Names beyond each record's inline one -> record.
@@ -102,7 +106,7 @@ pub(crate) struct Records {
 impl std::fmt::Debug for Records {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Records")
-            .field("records", &self.by_identity.len())
+            .field("slab", &self.slab.len())
             .field("names", &self.names())
             .field("orphans", &self.orphans)
             .finish_non_exhaustive()
@@ -147,7 +151,8 @@ impl Records {
         let slab = &self.slab;
         self.by_identity
             .find(spread(identity), |&at| {
-                slab[at as usize].identity == identity
+                let record = &slab[at as usize];
+                record.identity == identity && !record.is_free()
             })
             .copied()
     }
@@ -179,21 +184,35 @@ impl Records {
             self.slab[at as usize] = record;
             at
         };
+        if self.by_identity.len() == self.by_identity.capacity()
+            && 4 * self.released as usize >= self.by_identity.len()
+        {
+            self.reindex(); // drop the stale entries rather than grow for them
+        }
         let slab = &self.slab;
         self.by_identity
             .insert_unique(spread(identity), at, |&i| spread(slab[i as usize].identity));
         at
     }
 
-    /// Returns a record that has become free to the free list.
-    fn release(&mut self, at: u32) {
+    /// Rebuilds the index by identity from the records that are not free, in place.
+    fn reindex(&mut self) {
+        self.by_identity.clear();
         let slab = &self.slab;
-        let identity = slab[at as usize].identity;
-        if let Ok(entry) = self.by_identity.find_entry(spread(identity), |&i| i == at) {
-            entry.remove();
-        } else {
-            unreachable!("every live record is indexed by identity");
+        for (at, record) in slab.iter().enumerate() {
+            if !record.is_free() {
+                self.by_identity
+                    .insert_unique(spread(record.identity), at as u32, |&i| {
+                        spread(slab[i as usize].identity)
+                    });
+            }
         }
+        self.released = 0;
+    }
+
+    /// Returns a record that has become free to the free list (its index entry goes stale).
+    fn release(&mut self, at: u32) {
+        self.released = self.released.saturating_add(1);
         let record = &mut self.slab[at as usize];
         debug_assert!(record.is_free());
         record.parent = self.free;
@@ -310,6 +329,7 @@ impl Default for Records {
             slab: Vec::new(),
             free: NONE,
             by_identity: HashTable::new(),
+            released: 0,
             by_name: HashTable::new(),
             extra_names: FxHashMap::default(),
             orphans: 0,
@@ -320,6 +340,13 @@ impl Default for Records {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Records {
+        /// Records that are not free.
+        fn live(&self) -> usize {
+            self.slab.iter().filter(|r| !r.is_free()).count()
+        }
+    }
 
     /// A chain of identities `base + p` at positions `0..len` (locals `p`).
     fn chain(len: u32, base: u64) -> Vec<Placed> {
@@ -349,7 +376,7 @@ mod tests {
         for name in [4, 3, 2, 1] {
             assert!(records.remove_name(name).expect("held").last);
         }
-        assert_eq!((records.names(), records.by_identity.len()), (0, 0));
+        assert_eq!((records.names(), records.live()), (0, 0));
         add_chain(&mut records, &chain(3, 500), &[11, 12, 13]);
         assert_eq!(
             records.slab.len(),
@@ -394,7 +421,7 @@ mod tests {
             assert_eq!(dropped.record.identity, 7);
         }
         assert!(records.remove_name(30).is_none());
-        assert_eq!((records.names(), records.by_identity.len()), (0, 0));
+        assert_eq!((records.names(), records.live()), (0, 0));
     }
 
     #[test]
@@ -404,11 +431,7 @@ mod tests {
         add_chain(&mut records, &blocks, &[1, 2, 3, 4, 5]);
         assert!(records.remove_name(2).expect("held").last);
         assert_eq!(records.orphans(), 1, "position 2 lost its parent");
-        assert_eq!(
-            records.by_identity.len(),
-            5,
-            "the removed parent stays, not held"
-        );
+        assert_eq!(records.live(), 5, "the removed parent stays, not held");
         assert!(records.remove_name(4).expect("held").last);
         assert_eq!(records.orphans(), 2, "and position 4 too");
         // Position 2 goes: its parent's record is freed, and the orphan with it.
@@ -433,7 +456,7 @@ mod tests {
             assert!(records.remove_name(name).expect("held").last);
         }
         assert_eq!(records.orphans(), 0);
-        assert_eq!(records.by_identity.len(), 0);
+        assert_eq!(records.live(), 0);
     }
 
     #[test]
@@ -450,5 +473,64 @@ mod tests {
         assert_ne!(link, parent);
         assert_eq!(records.get(link).identity, 100, "a not-held parent record");
         assert_eq!(records.orphans(), 1);
+    }
+
+    #[test]
+    fn stale_identity_entries_are_skipped_and_dropped_instead_of_growing_the_index() {
+        let mut records = Records::default();
+        // 64 held blocks, then many rounds of one removal and one new identity: every round
+        // frees a record (its index entry goes stale) and reuses it for another identity.
+        let blocks = chain(64, 1_000);
+        let names: Vec<u64> = (0..64).collect();
+        add_chain(&mut records, &blocks, &names);
+        let capacity = records.by_identity.capacity();
+        let mut tail = 63u64;
+        for round in 0..10_000u64 {
+            assert!(records.remove_name(tail).expect("held").last);
+            let identity = 1_000_000 + round;
+            let block = Placed {
+                position: 63,
+                local: round,
+                identity,
+                parent: 1_062,
+            };
+            let parent = records.find_name(62).expect("held");
+            let (at, became_held) = records.add_name(100 + round, &block, parent);
+            assert!(became_held);
+            assert_eq!(records.find_identity(identity), Some(at));
+            if round > 0 {
+                assert_eq!(
+                    records.find_identity(identity - 1),
+                    None,
+                    "freed, not found"
+                );
+            }
+            tail = 100 + round;
+        }
+        assert_eq!(records.slab.len(), 64, "one record reused all along");
+        assert_eq!(
+            records.by_identity.capacity(),
+            capacity,
+            "the index never grew"
+        );
+        assert!(records.by_identity.len() <= capacity);
+        for (p, block) in blocks.iter().enumerate().take(63) {
+            assert_eq!(
+                records.find_identity(block.identity),
+                records.find_name(p as u64)
+            );
+        }
+        // The same identity back into the same record, with a stale entry for it still there.
+        assert!(records.remove_name(tail).expect("held").last);
+        let again = Placed {
+            position: 63,
+            local: 7,
+            identity: 1_000_000 + 9_999,
+            parent: 1_062,
+        };
+        let (at, _) = records.add_name(5_000, &again, NONE);
+        assert_eq!(records.find_identity(again.identity), Some(at));
+        assert_eq!(records.orphans(), 0);
+        assert_eq!(records.live(), 64);
     }
 }
