@@ -8,8 +8,8 @@
 //! see `index/level.rs`).
 //! Each worker's own blocks are packed records in a slab with two `u32` indexes (by engine
 //! name, by identity; see `index/records.rs`): a single-block removal probes the worker's
-//! name index, follows its record to its parent's by slab position, frees the record from the
-//! identity index, and changes one level.
+//! name index, follows its record to its parent's by slab position, and changes one level (the
+//! freed record's identity-index entry goes stale instead of being probed for).
 //!
 //! # Exact jumps
 //! A query jumps from a matched position `i` straight to `j = i + jump`. A worker that holds

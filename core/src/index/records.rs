@@ -5,7 +5,10 @@
 //! parent kept because held children point to it. Its parent is a slab position, not a key,
 //! so following it costs no hash probe; the indexes (by engine name, by identity) read their
 //! keys from the slab. Freed records go on a free list and are reused, so a worker's blocks
-//! cost no heap allocation each once its slab and tables have grown.
+//! cost no heap allocation each once its slab and tables have grown. Freeing a record does not
+//! probe the identity index: its entry goes stale (a lookup checks that the record it leads to
+//! is live and still has that identity), and the index is rebuilt in place when stale entries
+//! would make it grow.
 //!
 //! A record keeps one of its names inline (nearly every block has exactly one); further names
 //! of the same identity (the same prefix announced under other names) live in a side map.
