@@ -1,5 +1,7 @@
 //! Cost per block of storing and removing, for each fast backend (synchronous mode, so the
-//! figure is the index's own work, not queueing). Throughput is reported per block.
+//! figure is the index's own work, not queueing). Throughput is reported per block. The
+//! spread removal measures the same with state far larger than the caches, each event on
+//! another worker.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -80,5 +82,68 @@ fn store_and_remove(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, store_and_remove);
+/// Workers and blocks of the spread removal: far more state than the caches hold (about half
+/// a million held pairs), as in a fleet where each eviction lands on another worker.
+const SPREAD_WORKERS: u64 = 256;
+const SPREAD_CHAIN: usize = 2048;
+
+/// One single-block Removed per event, round-robin over 256 workers each holding its own
+/// 2,048-block chain, tail first: every removal touches another worker's state, cold.
+fn remove_spread(c: &mut Criterion) {
+    let chains: Vec<Vec<Block>> = (0..SPREAD_WORKERS)
+        .map(|w| {
+            let locals: Vec<u64> = (0..SPREAD_CHAIN as u64)
+                .map(|i| (w << 32 | i).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 7)
+                .collect();
+            let seqs = kvidx::hashing::seq_hashes(&locals);
+            locals
+                .iter()
+                .zip(seqs)
+                .map(|(l, s)| Block::new(*l, s))
+                .collect()
+        })
+        .collect();
+    for backend in [BackendKind::Positional, BackendKind::Radix] {
+        let mut group = c.benchmark_group(format!("events_spread/{backend:?}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(2))
+            .throughput(Throughput::Elements(SPREAD_WORKERS * SPREAD_CHAIN as u64));
+        group.bench_function("remove_per_block_256_workers", |b| {
+            b.iter_batched(
+                || {
+                    let idx = indexer(backend);
+                    for (w, blocks) in chains.iter().enumerate() {
+                        idx.apply_event(Event::stored(
+                            Worker::new(w as u64, 0),
+                            0,
+                            None,
+                            blocks.clone(),
+                        ))
+                        .expect("valid event");
+                    }
+                    idx
+                },
+                |idx| {
+                    for i in (0..SPREAD_CHAIN).rev() {
+                        for (w, blocks) in chains.iter().enumerate() {
+                            idx.apply_event(Event::removed(
+                                Worker::new(w as u64, 0),
+                                1,
+                                vec![blocks[i].seq_hash],
+                            ))
+                            .expect("valid event");
+                        }
+                    }
+                    black_box(idx)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, store_and_remove, remove_spread);
 criterion_main!(benches);

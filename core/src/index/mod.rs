@@ -71,7 +71,7 @@ pub trait Backend: Send + Sync + 'static {
 /// Which index structure an indexer uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendKind {
-    /// Per-position maps keyed by local hash, with exact jump search.
+    /// Per-position maps keyed by prefix identity, with exact jump search.
     #[default]
     Positional,
     /// A concurrent radix tree over local hashes.
@@ -81,6 +81,8 @@ pub enum BackendKind {
 }
 
 mod children;
+mod level;
+mod records;
 mod registry;
 mod segmented;
 mod tiers;

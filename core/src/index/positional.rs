@@ -1,12 +1,15 @@
-//! The positional index: one concurrent map per position, keyed by local hash,
+//! The positional index: one concurrent map per position, keyed by prefix identity,
 //! searched with exact jumps.
 //!
 //! # Layout
 //! `levels[p]` (one hash map per position behind its own reader-writer lock: writers of
-//! different positions never meet, readers share) maps a local hash to the identities seen at
-//! position `p` with that local hash
-//! (usually one: `Candidates::Single`; several when different prefixes end in the same block
-//! content: `Candidates::Multi`), each with the sorted set of worker slots holding it.
+//! different positions never meet, readers share) maps each prefix identity seen at position
+//! `p` to the sorted set of worker slots holding it (16 bytes per identity, two slots inline;
+//! see `index/level.rs`).
+//! Each worker's own blocks are packed records in a slab with two `u32` indexes (by engine
+//! name, by identity; see `index/records.rs`): a single-block removal probes the worker's
+//! name index, follows its record to its parent's by slab position, and changes one level (the
+//! freed record's identity-index entry goes stale instead of being probed for).
 //!
 //! # Exact jumps
 //! A query jumps from a matched position `i` straight to `j = i + jump`. A worker that holds
@@ -19,17 +22,16 @@
 //! jump points cannot promise.
 
 use std::cell::RefCell;
-use std::collections::hash_map::Entry as MapEntry;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
-use rustc_hash::FxHashMap;
-
+use super::level::Level as Holders;
+use super::records::{Placed, Records, NONE};
 use super::registry::{Registry, SlotInfo};
 use super::segmented::Segmented;
 use super::tiers::WorkerTiers;
 use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
-use super::worker_set::{merge_into, split_by, WorkerSet};
+use super::worker_set::{merge_into, split_by};
 use crate::identity::{mix, IDENTITY_SEED};
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
@@ -38,110 +40,14 @@ use crate::Error;
 
 mod snapshot;
 
-/// Identities at one (position, local hash), with their holders.
-#[derive(Debug)]
-enum Candidates {
-    Single { identity: u64, holders: WorkerSet },
-    Multi(Vec<(u64, WorkerSet)>),
-}
-
-impl Candidates {
-    fn holders(&self, identity: u64) -> Option<&WorkerSet> {
-        match self {
-            Candidates::Single {
-                identity: id,
-                holders,
-            } => (*id == identity).then_some(holders),
-            Candidates::Multi(list) => list.iter().find(|(id, _)| *id == identity).map(|(_, h)| h),
-        }
-    }
-
-    fn holders_mut(&mut self, identity: u64) -> &mut WorkerSet {
-        if let Candidates::Single { identity: id, .. } = self {
-            if *id != identity {
-                let Candidates::Single {
-                    identity: first,
-                    holders,
-                } = std::mem::replace(self, Candidates::Multi(Vec::with_capacity(2)))
-                else {
-                    unreachable!("matched above")
-                };
-                if let Candidates::Multi(list) = self {
-                    list.push((first, holders));
-                }
-            }
-        }
-        match self {
-            Candidates::Single { holders, .. } => holders,
-            Candidates::Multi(list) => {
-                let at = match list.iter().position(|(id, _)| *id == identity) {
-                    Some(at) => at,
-                    None => {
-                        list.push((identity, WorkerSet::default()));
-                        list.len() - 1
-                    }
-                };
-                &mut list[at].1
-            }
-        }
-    }
-
-    /// Removes a slot from an identity's holders; returns true when nothing is left at all.
-    fn remove(&mut self, identity: u64, slot: u32) -> bool {
-        match self {
-            Candidates::Single {
-                identity: id,
-                holders,
-            } => {
-                if *id == identity {
-                    holders.remove(slot);
-                }
-                holders.is_empty()
-            }
-            Candidates::Multi(list) => {
-                if let Some(at) = list.iter().position(|(id, _)| *id == identity) {
-                    list[at].1.remove(slot);
-                    if list[at].1.is_empty() {
-                        list.swap_remove(at);
-                    }
-                }
-                if list.len() == 1 {
-                    let (identity, holders) = list.pop().expect("one element");
-                    *self = Candidates::Single { identity, holders };
-                }
-                list_is_empty(self)
-            }
-        }
-    }
-}
-
-fn list_is_empty(c: &Candidates) -> bool {
-    matches!(c, Candidates::Multi(list) if list.is_empty())
-}
-
-type Level = parking_lot::RwLock<FxHashMap<u64, Candidates>>;
-
-/// What a worker knows of one identity it holds (or of a parent some held block points to).
-#[derive(Debug, Clone, Copy)]
-struct IdentityInfo {
-    position: u32,
-    local: u64,
-    parent: u64,
-    /// Names the worker holds for this identity; 0 marks a not-held parent kept for `children`.
-    names: u32,
-    /// Held identities whose parent is this one.
-    children: u32,
-}
+/// One position's identities and their holders.
+type Level = parking_lot::RwLock<Holders>;
 
 /// One worker's blocks.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerState {
-    /// Engine name -> identity.
-    names: FxHashMap<u64, u64>,
-    /// Identity -> what is known of it.
-    identities: FxHashMap<u64, IdentityInfo>,
-    /// Held identities at position > 0 whose parent is not held.
-    orphans: u32,
+    /// Its records (names, identities, parents, orphans).
+    records: Records,
     /// Which names are off the device alone (keys: identities).
     tiers: WorkerTiers,
 }
@@ -159,15 +65,6 @@ impl std::fmt::Debug for PositionalIndex {
             .field("jump_size", &self.jump_size)
             .finish_non_exhaustive()
     }
-}
-
-/// A block about to be held: where it is and what it continues.
-#[derive(Clone, Copy)]
-struct Placed {
-    position: u32,
-    local: u64,
-    identity: u64,
-    parent: u64,
 }
 
 impl PositionalIndex {
@@ -188,7 +85,7 @@ impl PositionalIndex {
     fn level_or_create(&self, position: u32) -> &Level {
         self.levels
             .get_or_alloc(position as usize)
-            .get_or_init(|| parking_lot::RwLock::new(FxHashMap::default()))
+            .get_or_init(|| parking_lot::RwLock::new(Holders::default()))
     }
 
     /// Adds `slot` to the holders of `block`. The first block a store attaches is recorded
@@ -201,13 +98,7 @@ impl PositionalIndex {
         }
         self.level_or_create(block.position)
             .write()
-            .entry(block.local)
-            .or_insert_with(|| Candidates::Single {
-                identity: block.identity,
-                holders: WorkerSet::default(),
-            })
-            .holders_mut(block.identity)
-            .insert(slot);
+            .insert(block.identity, slot);
     }
 
     fn detach(&self, position: u32, local: u64, identity: u64, slot: u32) {
@@ -215,76 +106,42 @@ impl PositionalIndex {
         let Some(level) = self.level(position) else {
             return;
         };
-        if let MapEntry::Occupied(mut entry) = level.write().entry(local) {
-            if entry.get_mut().remove(identity, slot) {
-                entry.remove();
-            }
-        }
+        level.write().remove(identity, slot);
     }
 
-    /// Gives `name` to the block on `tier`; replaces what the name meant before, if
-    /// different. `store_touched` is [`Self::attach`]'s.
+    /// Gives `name` to the block on `tier` (its parent's record likely at `parent_hint`);
+    /// replaces what the name meant before, if different. Returns the block's record.
+    /// `store_touched` is [`Self::attach`]'s.
+    #[allow(clippy::too_many_arguments)]
     fn add_name(
         &self,
         blocks: &mut WorkerState,
         slot: u32,
         name: u64,
         block: Placed,
+        parent_hint: u32,
         tier: Tier,
         store_touched: &mut bool,
-    ) {
+    ) -> u32 {
         let activity = &self.registry.tiers;
-        match blocks.names.get(&name) {
-            Some(&held) if held == block.identity => {
-                blocks.tiers.stored(name, held, tier, true, activity);
-                return;
+        if let Some(held) = blocks.records.find_name(name) {
+            if blocks.records.get(held).identity == block.identity {
+                blocks
+                    .tiers
+                    .stored(name, block.identity, tier, true, activity);
+                return held;
             }
-            Some(_) => {
-                self.remove_name(blocks, slot, name);
-            }
-            None => {}
+            self.remove_name(blocks, slot, name);
         }
         blocks
             .tiers
             .stored(name, block.identity, tier, false, activity);
-        blocks.names.insert(name, block.identity);
         self.registry.add_blocks(1);
-        let info = blocks
-            .identities
-            .entry(block.identity)
-            .or_insert(IdentityInfo {
-                position: block.position,
-                local: block.local,
-                parent: block.parent,
-                names: 0,
-                children: 0,
-            });
-        info.names += 1;
-        if info.names > 1 {
-            return; // a second name for an identity already held
+        let (at, became_held) = blocks.records.add_name(name, &block, parent_hint);
+        if became_held {
+            self.attach(&block, slot, store_touched);
         }
-        // The identity becomes held (it may have been a not-held parent until now).
-        info.position = block.position;
-        info.local = block.local;
-        info.parent = block.parent;
-        blocks.orphans -= info.children;
-        if block.position > 0 {
-            let parent = blocks
-                .identities
-                .entry(block.parent)
-                .or_insert(IdentityInfo {
-                    position: block.position - 1,
-                    local: 0,
-                    parent: 0,
-                    names: 0,
-                    children: 0,
-                });
-            parent.children += 1;
-            if parent.names == 0 {
-                blocks.orphans += 1;
-            }
-        }
-        self.attach(&block, slot, store_touched);
+        at
     }
 
     #[inline]
@@ -294,37 +151,20 @@ impl PositionalIndex {
             .is_some_and(|info| !info.jumps_unsafe.load(Ordering::Acquire))
     }
 
-    /// Calls `f` with the holders of `identity` at `position` under local hash `local`.
+    /// Calls `f` with the holders of `identity` at `position`.
     #[inline]
-    fn with_holders<R>(
-        &self,
-        position: usize,
-        local: u64,
-        identity: u64,
-        f: impl FnOnce(&[u32]) -> R,
-    ) -> R {
+    fn with_holders<R>(&self, position: usize, identity: u64, f: impl FnOnce(&[u32]) -> R) -> R {
         let Some(level) = self.levels.get(position).and_then(OnceLock::get) else {
             return f(&[]);
         };
-        let level = level.read();
-        match level.get(&local).and_then(|c| c.holders(identity)) {
-            Some(set) => f(set.as_slice()),
-            None => f(&[]),
-        }
+        f(level.read().holders(identity))
     }
 
     /// Finds the depth of every worker in `s.bisect`: each is jump-safe, holds the query's
     /// identities before `first` and misses the one at `last`, so its depth is in
     /// `first..=last`. The group is split at the middle position by who holds it, and each half
     /// searched on: one lookup per distinct drop point and halving, not per position.
-    fn bisect(
-        &self,
-        local_hashes: &[u64],
-        first: usize,
-        last: usize,
-        s: &mut Scratch,
-        out: &mut Vec<SlotDepth>,
-    ) {
+    fn bisect(&self, first: usize, last: usize, s: &mut Scratch, out: &mut Vec<SlotDepth>) {
         s.stack.clear();
         s.stack.push((first, last, 0, s.bisect.len()));
         while let Some((lo, hi, start, end)) = s.stack.pop() {
@@ -338,7 +178,7 @@ impl PositionalIndex {
                 continue;
             }
             let mid = lo + (hi - lo) / 2;
-            self.with_holders(mid, local_hashes[mid], s.query[mid], |h| {
+            self.with_holders(mid, s.query[mid], |h| {
                 split_by(&s.bisect[start..end], h, &mut s.kept, &mut s.dropped);
             });
             let split = start + s.kept.len();
@@ -357,7 +197,7 @@ impl PositionalIndex {
         }
         s.query.clear();
         s.query.push(mix(IDENTITY_SEED, local_hashes[0]));
-        self.with_holders(0, local_hashes[0], s.query[0], |h| {
+        self.with_holders(0, s.query[0], |h| {
             s.active.clear();
             s.active.extend_from_slice(h);
         });
@@ -373,7 +213,7 @@ impl PositionalIndex {
             // holding everything before it, and missing it means its depth lies in
             // matched..=target, found by bisection. Any other worker is walked position by
             // position.
-            self.with_holders(target, local_hashes[target], s.query[target], |h| {
+            self.with_holders(target, s.query[target], |h| {
                 split_by(&s.active, h, &mut s.kept, &mut s.dropped);
             });
             s.confirmed.clear();
@@ -393,15 +233,14 @@ impl PositionalIndex {
                     s.unsure.push(slot);
                 }
             }
-            self.bisect(local_hashes, matched, target, s, out);
+            self.bisect(matched, target, s, out);
             if !s.unsure.is_empty() {
                 s.unsure.sort_unstable();
-                let skipped = local_hashes[..=target].iter().zip(&s.query).enumerate();
-                for (position, (&local, &identity)) in skipped.skip(matched) {
+                for position in matched..=target {
                     if s.unsure.is_empty() {
                         break;
                     }
-                    self.with_holders(position, local, identity, |h| {
+                    self.with_holders(position, s.query[position], |h| {
                         split_by(&s.unsure, h, &mut s.kept, &mut s.dropped);
                     });
                     for &slot in &s.dropped {
@@ -452,14 +291,14 @@ impl WorkerBlocks for PositionalIndex {
         new_blocks: &[Block],
         tier: Tier,
     ) -> Outcome {
-        let (mut position, mut prefix) = match parent {
-            None => (0u64, IDENTITY_SEED),
+        let (mut position, mut prefix, mut parent_at) = match parent {
+            None => (0u64, IDENTITY_SEED, NONE),
             Some(name) => {
-                let Some(identity) = blocks.names.get(&name) else {
+                let Some(at) = blocks.records.find_name(name) else {
                     return Outcome::Rejected(RejectReason::ParentNotFound);
                 };
-                let info = &blocks.identities[identity];
-                (u64::from(info.position) + 1, *identity)
+                let record = blocks.records.get(at);
+                (u64::from(record.position) + 1, record.identity, at)
             }
         };
         if !chain_fits(position, new_blocks.len()) {
@@ -474,11 +313,12 @@ impl WorkerBlocks for PositionalIndex {
                 identity,
                 parent: prefix,
             };
-            self.add_name(
+            parent_at = self.add_name(
                 blocks,
                 slot,
                 block.seq_hash,
                 placed,
+                parent_at,
                 tier,
                 &mut store_touched,
             );
@@ -491,46 +331,23 @@ impl WorkerBlocks for PositionalIndex {
     }
 
     fn remove_name(&self, blocks: &mut WorkerState, slot: u32, name: u64) -> bool {
-        let Some(identity) = blocks.names.remove(&name) else {
+        let Some(dropped) = blocks.records.remove_name(name) else {
             return false;
         };
         blocks.tiers.forget(name, &self.registry.tiers);
         self.registry.add_blocks(-1);
-        let MapEntry::Occupied(mut entry) = blocks.identities.entry(identity) else {
-            unreachable!("every name's identity is recorded");
-        };
-        entry.get_mut().names -= 1;
-        let info = *entry.get();
-        if info.names > 0 {
-            return true;
-        }
-        if info.children == 0 {
-            entry.remove();
-        }
-        self.detach(info.position, info.local, identity, slot);
-        blocks.orphans += info.children;
-        if info.position > 0 {
-            if let MapEntry::Occupied(mut parent) = blocks.identities.entry(info.parent) {
-                let parent_info = parent.get_mut();
-                parent_info.children -= 1;
-                if parent_info.names == 0 {
-                    blocks.orphans -= 1;
-                    if parent_info.children == 0 {
-                        parent.remove();
-                    }
-                }
-            }
+        if dropped.last {
+            let record = dropped.record;
+            self.detach(record.position, record.local, record.identity, slot);
         }
         true
     }
 
     fn clear(&self, blocks: &mut WorkerState, slot: u32) {
-        for (&identity, info) in &blocks.identities {
-            if info.names > 0 {
-                self.detach(info.position, info.local, identity, slot);
-            }
+        for record in blocks.records.held() {
+            self.detach(record.position, record.local, record.identity, slot);
         }
-        self.registry.add_blocks(-(blocks.names.len() as i64));
+        self.registry.add_blocks(-(blocks.records.names() as i64));
         blocks.tiers.clear(&self.registry.tiers);
         *blocks = WorkerState::default();
     }
@@ -544,12 +361,13 @@ impl WorkerBlocks for PositionalIndex {
     }
 
     fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
-        state.names.get(&name).copied()
+        let at = state.records.find_name(name)?;
+        Some(state.records.get(at).identity)
     }
 
     fn first_holders(&self, first_local: u64, out: &mut Vec<u32>) {
         let identity = mix(IDENTITY_SEED, first_local);
-        self.with_holders(0, first_local, identity, |h| {
+        self.with_holders(0, identity, |h| {
             out.clear();
             out.extend_from_slice(h);
         });
@@ -570,9 +388,7 @@ impl WorkerBlocks for PositionalIndex {
         let mut identity = IDENTITY_SEED;
         for (position, &local) in local_hashes.iter().enumerate() {
             identity = mix(identity, local);
-            if !self.with_holders(position, local, identity, |h| {
-                h.binary_search(&slot).is_ok()
-            }) {
+            if !self.with_holders(position, identity, |h| h.binary_search(&slot).is_ok()) {
                 return position;
             }
         }
@@ -588,8 +404,10 @@ impl WorkerBlocks for PositionalIndex {
         let mut identity = IDENTITY_SEED;
         for (depth, &local) in local_hashes.iter().enumerate() {
             identity = mix(identity, local);
-            match state.identities.get(&identity) {
-                Some(info) if info.names > 0 => visit(identity, info.names),
+            match state.records.find_identity(identity) {
+                Some(at) if state.records.get(at).name_count() > 0 => {
+                    visit(identity, state.records.get(at).name_count())
+                }
                 _ => return depth,
             }
         }
@@ -599,7 +417,7 @@ impl WorkerBlocks for PositionalIndex {
     /// Jumps over a worker with orphans cannot be trusted: tell readers.
     fn after_change(&self, state: &WorkerState, info: &SlotInfo) {
         info.jumps_unsafe
-            .store(state.orphans > 0, Ordering::Release);
+            .store(state.records.orphans() > 0, Ordering::Release);
     }
 
     fn export_state(&self, state: &WorkerState, exporter: &mut Exporter) {
@@ -619,31 +437,30 @@ impl WorkerBlocks for PositionalIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::reference::ReferenceIndex;
     use crate::index::Backend;
+    use crate::model::Match;
     use crate::model::{Event, Worker};
 
     impl PositionalIndex {
-        /// (local-hash entries, identities with holders) over every level.
+        /// (identities with holders, (slot, identity) pairs) over every level.
         fn entry_count(&self) -> (usize, usize) {
             let mut entries = 0;
-            let mut identities = 0;
+            let mut pairs = 0;
             for position in 0..1024u32 {
                 if let Some(level) = self.level(position) {
-                    for (_, value) in level.read().iter() {
+                    for (_, holders) in level.read().iter() {
                         entries += 1;
-                        identities += match value {
-                            Candidates::Single { .. } => 1,
-                            Candidates::Multi(list) => list.len(),
-                        };
+                        pairs += holders.len();
                     }
                 }
             }
-            (entries, identities)
+            (entries, pairs)
         }
 
         fn orphans(&self, worker: Worker) -> u32 {
             self.registry
-                .with_worker(worker, false, |entry| entry.state.orphans)
+                .with_worker(worker, false, |entry| entry.state.records.orphans())
                 .unwrap_or(0)
         }
     }
@@ -692,5 +509,65 @@ mod tests {
         assert_eq!(index.entry_count(), (0, 0));
         assert_eq!(index.worker_blocks(), 0);
         assert_eq!(index.workers(), 1);
+    }
+
+    fn find(index: &dyn Backend, query: &[u64]) -> Vec<Match> {
+        let mut out = Vec::new();
+        index.find_matches_into(query, &mut out);
+        out
+    }
+
+    /// Both backends' answers to every prefix of `query`, sorted.
+    fn answers(index: &PositionalIndex, reference: &ReferenceIndex, query: &[u64]) {
+        for len in 1..=query.len() {
+            assert_eq!(
+                find(index, &query[..len]),
+                find(reference, &query[..len]),
+                "query of {len} blocks"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_given_twice_in_one_chain_matches_the_reference() {
+        let index = PositionalIndex::new(2);
+        let reference = ReferenceIndex::new();
+        let w = Worker::new(0, 0);
+        let events = [
+            // Name 50 first names position 0, then position 1: position 0 is left unheld.
+            Event::stored(w, 0, None, vec![Block::new(1, 50), Block::new(2, 50)]),
+            Event::stored(w, 1, Some(50), vec![Block::new(3, 51), Block::new(4, 52)]),
+            Event::removed(w, 2, vec![51]),
+            Event::stored(w, 3, None, vec![Block::new(1, 60), Block::new(2, 61)]),
+        ];
+        for event in events {
+            assert_eq!(
+                apply(&index, event.clone()),
+                reference.apply(w, &event.data)
+            );
+            answers(&index, &reference, &[1, 2, 3, 4]);
+        }
+        assert_eq!(index.orphans(w), 1, "position 3 misses position 2");
+        assert_eq!(index.worker_blocks(), reference.worker_blocks());
+    }
+
+    #[test]
+    fn cleared_workers_start_over() {
+        let index = PositionalIndex::new(4);
+        let w = Worker::new(3, 1);
+        apply(&index, chain(w, 10, 100, 0));
+        apply(&index, Event::removed(w, 0, vec![102]));
+        assert_eq!(index.orphans(w), 1);
+        apply(&index, Event::cleared(w, 1));
+        assert_eq!(index.orphans(w), 0);
+        assert_eq!(index.entry_count(), (0, 0));
+        assert_eq!(index.worker_blocks(), 0);
+        apply(&index, chain(w, 6, 100, 0));
+        assert_eq!(index.entry_count(), (6, 6));
+        assert_eq!(index.worker_blocks(), 6);
+        let query: Vec<u64> = (0..8).map(|p| p % 3).collect();
+        let found = find(&index, &query);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].depth, 6);
     }
 }

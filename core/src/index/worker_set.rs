@@ -1,44 +1,110 @@
 //! Sorted sets of worker slots, and the merge operations queries use on them.
 
-use smallvec::SmallVec;
+/// How many slots a [`WorkerSet`] keeps inline.
+const INLINE: usize = 2;
 
-/// A set of worker slots kept sorted. Up to four slots live inline (no allocation), which
-/// covers most blocks: a block is usually cached by few workers.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct WorkerSet(SmallVec<[u32; 4]>);
+/// An unused inline place (never a slot: slots are numbered from 0 and stay far below).
+const EMPTY: u32 = u32::MAX;
+
+/// A set of worker slots kept sorted, in 16 bytes. Up to two slots live inline (no
+/// allocation), which covers most blocks: a block is usually cached by few workers. More live
+/// in one boxed slice, `[len, slots.., spare..]`, read with a single pointer hop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WorkerSet {
+    /// Sorted slots, then [`EMPTY`] places.
+    Inline([u32; INLINE]),
+    /// More than [`INLINE`] slots: `[len, slots[..len], spare]`.
+    Spilled(Box<[u32]>),
+}
+
+impl Default for WorkerSet {
+    fn default() -> Self {
+        WorkerSet::Inline([EMPTY; INLINE])
+    }
+}
 
 impl WorkerSet {
     /// Adds a slot; returns false if it was there already.
     pub(crate) fn insert(&mut self, slot: u32) -> bool {
-        match self.0.binary_search(&slot) {
-            Ok(_) => false,
-            Err(at) => {
-                self.0.insert(at, slot);
-                true
+        debug_assert!(slot != EMPTY);
+        let (at, len) = {
+            let slots = self.as_slice();
+            match slots.binary_search(&slot) {
+                Ok(_) => return false,
+                Err(at) => (at, slots.len()),
+            }
+        };
+        match self {
+            WorkerSet::Inline(slots) if len < INLINE => {
+                slots.copy_within(at..len, at + 1);
+                slots[at] = slot;
+            }
+            WorkerSet::Inline(slots) => {
+                let mut spilled = vec![EMPTY; 1 + 2 * INLINE + 2].into_boxed_slice();
+                spilled[0] = (len + 1) as u32;
+                spilled[1..=at].copy_from_slice(&slots[..at]);
+                spilled[1 + at] = slot;
+                spilled[2 + at..2 + len].copy_from_slice(&slots[at..]);
+                *self = WorkerSet::Spilled(spilled);
+            }
+            WorkerSet::Spilled(spilled) => {
+                if 1 + len == spilled.len() {
+                    let mut grown = vec![EMPTY; 1 + 2 * len].into_boxed_slice();
+                    grown[..=len].copy_from_slice(spilled);
+                    *spilled = grown;
+                }
+                spilled.copy_within(1 + at..1 + len, 2 + at);
+                spilled[1 + at] = slot;
+                spilled[0] += 1;
             }
         }
+        true
     }
 
     /// Removes a slot; returns false if it was not there.
     pub(crate) fn remove(&mut self, slot: u32) -> bool {
-        match self.0.binary_search(&slot) {
-            Ok(at) => {
-                self.0.remove(at);
-                if self.0.spilled() && self.0.len() * 4 < self.0.capacity() {
-                    self.0.shrink_to_fit();
-                }
-                true
+        let (at, len) = {
+            let slots = self.as_slice();
+            match slots.binary_search(&slot) {
+                Ok(at) => (at, slots.len()),
+                Err(_) => return false,
             }
-            Err(_) => false,
+        };
+        match self {
+            WorkerSet::Inline(slots) => {
+                slots.copy_within(at + 1..len, at);
+                slots[len - 1] = EMPTY;
+            }
+            WorkerSet::Spilled(spilled) => {
+                spilled.copy_within(2 + at..1 + len, 1 + at);
+                spilled[len] = EMPTY;
+                spilled[0] -= 1;
+                let len = len - 1;
+                if len <= INLINE {
+                    let mut slots = [EMPTY; INLINE];
+                    slots[..len].copy_from_slice(&spilled[1..=len]);
+                    *self = WorkerSet::Inline(slots);
+                } else if 4 * len < spilled.len() {
+                    *spilled = spilled[..=2 * len].into();
+                }
+            }
         }
+        true
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.as_slice().is_empty()
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
-        &self.0
+        match self {
+            WorkerSet::Inline(slots) => {
+                let len = usize::from(slots[0] != EMPTY) + usize::from(slots[1] != EMPTY);
+                &slots[..len]
+            }
+            WorkerSet::Spilled(spilled) => &spilled[1..=spilled[0] as usize],
+        }
     }
 }
 
@@ -110,6 +176,43 @@ mod tests {
         assert!(s.remove(3));
         assert!(!s.remove(3));
         assert_eq!(s.as_slice(), &[1, 5]);
+    }
+
+    #[test]
+    fn sets_spill_past_two_slots_grow_shrink_and_come_back_inline() {
+        assert_eq!(std::mem::size_of::<WorkerSet>(), 16);
+        let mut s = WorkerSet::default();
+        assert!(s.is_empty());
+        assert!(s.insert(9));
+        assert!(s.insert(3));
+        assert!(matches!(s, WorkerSet::Inline(_)));
+        assert!(s.insert(7), "a third slot spills");
+        assert!(matches!(s, WorkerSet::Spilled(_)));
+        assert_eq!(s.as_slice(), &[3, 7, 9]);
+        let mut model: Vec<u32> = vec![3, 7, 9];
+        for slot in (0..200).map(|i| (i * 37) % 211) {
+            assert_eq!(s.insert(slot), !model.contains(&slot));
+            if let Err(at) = model.binary_search(&slot) {
+                model.insert(at, slot);
+            }
+            assert_eq!(s.as_slice(), model.as_slice());
+        }
+        assert!(!s.insert(7));
+        for slot in (0..211).rev() {
+            assert_eq!(s.remove(slot), model.contains(&slot));
+            model.retain(|&m| m != slot);
+            assert_eq!(s.as_slice(), model.as_slice());
+            if model.len() <= INLINE {
+                assert!(matches!(s, WorkerSet::Inline(_)), "{} slots", model.len());
+            } else if let WorkerSet::Spilled(spilled) = &s {
+                assert!(
+                    spilled.len() <= 8 * model.len() + 1,
+                    "shrinks as it empties"
+                );
+            }
+        }
+        assert!(s.is_empty());
+        assert!(!s.remove(3));
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //!
 //! Kept apart from the index itself so that a change of [`WorkerState`]'s layout only has to
 //! port these two functions. A held identity's node continues its parent's node when the
-//! worker holds the parent; a parent it no longer holds but still knows the block of (local
-//! hash and grandparent, itself held or at the root) becomes a nameless path node; any other
-//! parent is known by identity and position only and becomes an anchor (docs/snapshots.md).
+//! worker holds the parent; a parent at position 0 it no longer holds but still knows the
+//! block of becomes a nameless path node under the root; any other parent is known by
+//! identity and position only and becomes an anchor (docs/snapshots.md).
 
-use super::{IdentityInfo, Placed, PositionalIndex, WorkerState};
+use crate::index::records::{Record, Records, NONE};
+use super::{Placed, PositionalIndex, WorkerState};
 use crate::identity::{mix, IDENTITY_SEED};
 use crate::model::{fastest, Tier, TIERS};
 use crate::snapshot::{DecodedWorker, ExportParent, Exporter};
@@ -15,43 +16,29 @@ use crate::Error;
 impl PositionalIndex {
     /// See [`crate::index::worker_blocks::WorkerBlocks::export_state`].
     pub(super) fn export_snapshot(&self, state: &WorkerState, exporter: &mut Exporter) {
-        let held = |identity: &u64| state.identities.get(identity).is_some_and(|i| i.names > 0);
-        let mut paths: Vec<u64> = Vec::new();
-        for (&identity, info) in &state.identities {
-            if info.names == 0 {
-                continue;
-            }
-            let parent = if info.position == 0 {
-                ExportParent::Root
-            } else if held(&info.parent) {
-                ExportParent::Node(info.parent)
-            } else if state
-                .identities
-                .get(&info.parent)
-                .is_some_and(|p| is_known_path(state, info.parent, p))
-            {
-                paths.push(info.parent);
-                ExportParent::Node(info.parent)
-            } else {
-                ExportParent::Anchor {
-                    identity: info.parent,
-                    position: info.position - 1,
+        let records = &state.records;
+        let mut paths: Vec<(u64, u64)> = Vec::new();
+        for record in records.held() {
+            let parent = match records.parent_of(record) {
+                None => ExportParent::Root,
+                Some(p) if p.name_count() > 0 => ExportParent::Node(p.identity),
+                Some(p) if is_known_path(p) => {
+                    paths.push((p.identity, p.local));
+                    ExportParent::Node(p.identity)
                 }
+                Some(p) => ExportParent::Anchor {
+                    identity: p.identity,
+                    position: record.position - 1,
+                },
             };
-            exporter.node(identity, parent, info.local);
+            exporter.node(record.identity, parent, record.local);
         }
         paths.sort_unstable();
         paths.dedup();
-        for identity in paths {
-            let p = &state.identities[&identity];
-            let parent = if p.position == 0 {
-                ExportParent::Root
-            } else {
-                ExportParent::Node(p.parent)
-            };
-            exporter.node(identity, parent, p.local);
+        for (identity, local) in paths {
+            exporter.node(identity, ExportParent::Root, local);
         }
-        for (&name, &identity) in &state.names {
+        for (name, identity) in records.all_names() {
             exporter.name(identity, name, state.tiers.tiers_of(name));
         }
     }
@@ -63,18 +50,20 @@ impl PositionalIndex {
         slot: u32,
         section: &DecodedWorker,
     ) -> Result<(), Error> {
-        state.names.reserve(section.names.len());
-        state.identities.reserve(section.nodes.len());
+        state
+            .records
+            .reserve(section.nodes.len(), section.names.len());
         let activity = &self.registry.tiers;
         for node in &section.nodes {
             let names = &section.names[node.names.start as usize..node.names.end as usize];
             if names.is_empty() {
                 continue;
             }
-            let at = |identity: u64| state.identities.get(&identity).map(|i| i.position);
-            if at(node.identity).is_some_and(|p| p != node.position)
+            let records = &state.records;
+            if position_of(records, node.identity).is_some_and(|p| p != node.position)
                 || (node.position > 0
-                    && at(node.parent_identity).is_some_and(|p| p + 1 != node.position))
+                    && position_of(records, node.parent_identity)
+                        .is_some_and(|p| p + 1 != node.position))
             {
                 return Err(Error::Malformed("one block identity at two positions"));
             }
@@ -88,7 +77,7 @@ impl PositionalIndex {
                 // Every node records its own touch: readers overlapping a restore re-read.
                 let mut touched = false;
                 let first = Tier::ALL[fastest(tiers)];
-                self.add_name(state, slot, name, placed, first, &mut touched);
+                self.add_name(state, slot, name, placed, NONE, first, &mut touched);
                 for tier in Tier::ALL[..TIERS].iter().filter(|t| tiers & t.bit() != 0) {
                     if *tier != first {
                         state
@@ -100,28 +89,24 @@ impl PositionalIndex {
         }
         // A nameless node is a parent the worker knew the block of: keep that knowledge.
         for node in section.nodes.iter().filter(|n| n.names.is_empty()) {
-            if let Some(info) = state.identities.get_mut(&node.identity) {
-                if info.names == 0 {
-                    info.local = node.local;
-                    info.parent = node.parent_identity;
-                }
-            }
+            state
+                .records
+                .set_local_if_not_held(node.identity, node.local);
         }
         Ok(())
     }
 }
 
-/// Whether a parent the worker does not hold can be written as a path node: its recorded
-/// block really is that identity, and it continues a held block or the root.
-fn is_known_path(state: &WorkerState, identity: u64, info: &IdentityInfo) -> bool {
-    if info.names > 0 || mix(info.parent, info.local) != identity {
-        return false;
-    }
-    if info.position == 0 {
-        return info.parent == IDENTITY_SEED;
-    }
-    state
-        .identities
-        .get(&info.parent)
-        .is_some_and(|p| p.names > 0 && p.position + 1 == info.position)
+/// The position of the worker's record of `identity`, held or not.
+fn position_of(records: &Records, identity: u64) -> Option<u32> {
+    records
+        .find_identity(identity)
+        .map(|at| records.get(at).position)
+}
+
+/// Whether a parent the worker does not hold can be written as a path node: it is at position
+/// 0 and its recorded block really is that identity (a not-held record keeps no parent link, so
+/// deeper ones are anchors).
+fn is_known_path(parent: &Record) -> bool {
+    parent.position == 0 && mix(IDENTITY_SEED, parent.local) == parent.identity
 }
