@@ -201,7 +201,8 @@ impl Records {
         let slab = &self.slab;
         self.by_identity
             .reserve(records, |&i| spread(slab[i as usize].identity));
-        self.by_name.reserve(names, |&i| spread(slab[i as usize].name));
+        self.by_name
+            .reserve(names, |&i| spread(slab[i as usize].name));
     }
 
     /// A new record for `identity` (not held, no children: the caller makes it live at once).

@@ -6,9 +6,9 @@
 //! block of becomes a nameless path node under the root; any other parent is known by
 //! identity and position only and becomes an anchor (docs/snapshots.md).
 
-use crate::index::records::{Record, Records, NONE};
 use super::{Placed, PositionalIndex, WorkerState};
 use crate::identity::{mix, IDENTITY_SEED};
+use crate::index::records::{Record, Records, NONE};
 use crate::model::{fastest, Tier, TIERS};
 use crate::snapshot::{DecodedWorker, ExportParent, Exporter};
 use crate::Error;
