@@ -287,6 +287,43 @@ proptest! {
 }
 
 #[test]
+fn a_positional_snapshot_with_single_holes_restores_into_radix() {
+    // A hole in the middle and the front block evicted: both parents are written as paths.
+    let w = Worker::new(1, 0);
+    let blocks: Vec<Block> = (0..8).map(|p| Block::new(10 + p, 100 + p)).collect();
+    let positional = Indexer::new(config(BackendKind::Positional, 0, 0)).unwrap();
+    positional
+        .apply_event(Event::stored(w, 0, None, blocks.clone()))
+        .unwrap();
+    positional
+        .apply_event(Event::removed(w, 1, vec![104, 100]))
+        .unwrap();
+    let mut bytes = Vec::new();
+    positional.write_snapshot(&mut bytes).unwrap();
+    let radix = Indexer::new(config(BackendKind::Radix, 0, 0)).unwrap();
+    radix.restore_snapshot(bytes.as_slice()).unwrap();
+    // Both behave as the original once the holes are filled again.
+    for ix in [&positional, &radix] {
+        assert!(ix.find_matches(&[10, 11, 12]).is_empty());
+        ix.apply_event(Event::stored(w, 2, None, vec![blocks[0]]))
+            .unwrap();
+        assert_eq!(ix.find_matches(&[10, 11, 12, 13, 14, 15])[0].depth, 4);
+        ix.apply_event(Event::stored(w, 3, Some(103), vec![blocks[4]]))
+            .unwrap();
+        assert_eq!(
+            ix.find_matches(&[10, 11, 12, 13, 14, 15, 16, 17])[0].depth,
+            8
+        );
+    }
+    // The radix copy writes the same snapshot as a fresh positional one of the same history.
+    let mut again = Vec::new();
+    radix.write_snapshot(&mut again).unwrap();
+    let mut original = Vec::new();
+    positional.write_snapshot(&mut original).unwrap();
+    assert_eq!(again, original);
+}
+
+#[test]
 fn a_positional_orphan_without_a_known_path_is_refused_by_radix_only() {
     // Front eviction of two blocks: the third is an orphan whose parent's path is lost.
     let w = Worker::new(1, 0);

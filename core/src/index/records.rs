@@ -37,7 +37,9 @@ pub(crate) struct Record {
     /// Its position (0-based) in the chain.
     pub(crate) position: u32,
     /// Held at a position > 0: the slab position of its parent's record. Free: the next free
-    /// record. Otherwise [`NONE`].
+    /// record. Not held (kept for its held children): where its parent's record was while it
+    /// was held, a hint only (that record may have been freed and reused since; see
+    /// [`Records::known_parent`]). Otherwise [`NONE`].
     parent: u32,
     /// How many names the worker holds for it (0: a not-held parent), plus [`INLINE_NAME`].
     names: u32,
@@ -170,6 +172,20 @@ impl Records {
         (record.name_count() > 0 && record.parent != NONE).then(|| self.get(record.parent))
     }
 
+    /// The parent of a record the worker does not hold, if it can still be told for sure: the
+    /// record it continued while held is live and, with this record's local hash, gives this
+    /// record's identity (a reused record gives another one but with probability 2^-64).
+    pub(crate) fn known_parent(&self, record: &Record) -> Option<&Record> {
+        if record.name_count() > 0 || record.position == 0 || record.parent == NONE {
+            return None;
+        }
+        let parent = self.slab.get(record.parent as usize)?;
+        let continues = !parent.is_free()
+            && parent.position.checked_add(1) == Some(record.position)
+            && crate::identity::mix(parent.identity, record.local) == record.identity;
+        continues.then_some(parent)
+    }
+
     /// Every name held, with the identity it names, in no order.
     pub(crate) fn all_names(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let inline = self
@@ -184,14 +200,18 @@ impl Records {
         inline.chain(extra)
     }
 
-    /// Records the local hash of a block the worker knows of but does not hold (a restored
-    /// snapshot's path node); nothing if it holds it or knows nothing of it.
-    pub(crate) fn set_local_if_not_held(&mut self, identity: u64, local: u64) {
-        if let Some(at) = self.find_identity(identity) {
-            let record = &mut self.slab[at as usize];
-            if record.name_count() == 0 {
-                record.local = local;
-            }
+    /// Records what a restored snapshot says of a block the worker knows of but does not hold
+    /// (a path node): its local hash and the identity of its parent (`None` at position 0);
+    /// nothing if the worker holds it or knows nothing of it.
+    pub(crate) fn restore_path(&mut self, identity: u64, local: u64, parent: Option<u64>) {
+        let Some(at) = self.find_identity(identity) else {
+            return;
+        };
+        let parent_at = parent.and_then(|p| self.find_identity(p)).unwrap_or(NONE);
+        let record = &mut self.slab[at as usize];
+        if record.name_count() == 0 {
+            record.local = local;
+            record.parent = parent_at;
         }
     }
 
@@ -341,8 +361,8 @@ impl Records {
                 last: false,
             });
         }
-        // No longer held: its children become orphans, it stops being its parent's child.
-        record.parent = NONE;
+        // No longer held: its children become orphans, it stops being its parent's child
+        // (`parent` stays as a hint for snapshots, see `known_parent`).
         let children = record.children;
         self.orphans += children;
         if dropped.position > 0 {

@@ -2,9 +2,10 @@
 //!
 //! Kept apart from the index itself so that a change of [`WorkerState`]'s layout only has to
 //! port these two functions. A held identity's node continues its parent's node when the
-//! worker holds the parent; a parent at position 0 it no longer holds but still knows the
-//! block of becomes a nameless path node under the root; any other parent is known by
-//! identity and position only and becomes an anchor (docs/snapshots.md).
+//! worker holds the parent; a parent it no longer holds but still knows the block of becomes
+//! a nameless path node (under the root, or under its own parent when the worker holds that:
+//! a single hole); any other parent is known by identity and position only and becomes an
+//! anchor (docs/snapshots.md).
 
 use super::{Placed, PositionalIndex, WorkerState};
 use crate::identity::{mix, IDENTITY_SEED};
@@ -17,13 +18,14 @@ impl PositionalIndex {
     /// See [`crate::index::worker_blocks::WorkerBlocks::export_state`].
     pub(super) fn export_snapshot(&self, state: &WorkerState, exporter: &mut Exporter) {
         let records = &state.records;
-        let mut paths: Vec<(u64, u64)> = Vec::new();
+        let mut paths: Vec<(u64, ExportParent, u64)> = Vec::new();
         for record in records.held() {
             let parent = match records.parent_of(record) {
                 None => ExportParent::Root,
                 Some(p) if p.name_count() > 0 => ExportParent::Node(p.identity),
-                Some(p) if is_known_path(p) => {
-                    paths.push((p.identity, p.local));
+                Some(p) if path_parent(records, p).is_some() => {
+                    let above = path_parent(records, p).expect("checked");
+                    paths.push((p.identity, above, p.local));
                     ExportParent::Node(p.identity)
                 }
                 Some(p) => ExportParent::Anchor {
@@ -33,10 +35,10 @@ impl PositionalIndex {
             };
             exporter.node(record.identity, parent, record.local);
         }
-        paths.sort_unstable();
-        paths.dedup();
-        for (identity, local) in paths {
-            exporter.node(identity, ExportParent::Root, local);
+        paths.sort_unstable_by_key(|&(identity, _, _)| identity);
+        paths.dedup_by_key(|&mut (identity, _, _)| identity);
+        for (identity, above, local) in paths {
+            exporter.node(identity, above, local);
         }
         for (name, identity) in records.all_names() {
             exporter.name(identity, name, state.tiers.tiers_of(name));
@@ -89,9 +91,10 @@ impl PositionalIndex {
         }
         // A nameless node is a parent the worker knew the block of: keep that knowledge.
         for node in section.nodes.iter().filter(|n| n.names.is_empty()) {
+            let parent = (node.position > 0).then_some(node.parent_identity);
             state
                 .records
-                .set_local_if_not_held(node.identity, node.local);
+                .restore_path(node.identity, node.local, parent);
         }
         Ok(())
     }
@@ -104,9 +107,15 @@ fn position_of(records: &Records, identity: u64) -> Option<u32> {
         .map(|at| records.get(at).position)
 }
 
-/// Whether a parent the worker does not hold can be written as a path node: it is at position
-/// 0 and its recorded block really is that identity (a not-held record keeps no parent link, so
-/// deeper ones are anchors).
-fn is_known_path(parent: &Record) -> bool {
-    parent.position == 0 && mix(IDENTITY_SEED, parent.local) == parent.identity
+/// Where a parent the worker does not hold can be written as a nameless path node: under the
+/// root (at position 0, its recorded block really being that identity) or under its own
+/// parent when the worker holds that one (a single hole). `None`: it becomes an anchor.
+fn path_parent(records: &Records, parent: &Record) -> Option<ExportParent> {
+    if parent.position == 0 {
+        return (mix(IDENTITY_SEED, parent.local) == parent.identity).then_some(ExportParent::Root);
+    }
+    records
+        .known_parent(parent)
+        .filter(|above| above.name_count() > 0)
+        .map(|above| ExportParent::Node(above.identity))
 }
