@@ -265,16 +265,8 @@ pub unsafe extern "C" fn kvidx_apply_engine_batch(
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        args::required(out)?;
-        let format = format_of(format)?;
-        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
-        let payload = unsafe { args::input(payload, len) }?;
-        let options = ApplyOptions::default();
-        let report = engine::apply_payload(ix, format, worker_id, rank_of(dp_rank), payload, &options)
-            .map_err(feed_error)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(result_of(&report)) };
-        Ok(())
+        // SAFETY: the caller guarantees what `apply_batch` requires (the same `# Safety`).
+        unsafe { apply_batch(ix, format, worker_id, dp_rank, payload, len, None, out) }
     })
 }
 
@@ -299,28 +291,46 @@ pub unsafe extern "C" fn kvidx_apply_engine_batch_at(
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        args::required(out)?;
-        let format = format_of(format)?;
-        if offset == 0 {
-            return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
-        }
-        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
-        let payload = unsafe { args::input(payload, len) }?;
-        let options = ApplyOptions::default();
-        let report = engine::apply_payload_at(
-            ix,
-            format,
-            worker_id,
-            rank_of(dp_rank),
-            payload,
-            &options,
-            offset,
-        )
-        .map_err(feed_error)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(result_of(&report)) };
-        Ok(())
+        // SAFETY: the caller guarantees what `apply_batch` requires (the same `# Safety`).
+        unsafe { apply_batch(ix, format, worker_id, dp_rank, payload, len, Some(offset), out) }
     })
+}
+
+/// The body of `kvidx_apply_engine_batch` (`offset` `None`) and `kvidx_apply_engine_batch_at`
+/// (`Some(offset)`; `Some(0)` is `KVIDX_ERR_INVALID_ARGUMENT`, checked before the payload is
+/// read).
+///
+/// # Safety
+/// As `kvidx_apply_engine_batch` (`ix` is the value behind its live handle).
+#[allow(clippy::too_many_arguments)]
+unsafe fn apply_batch(
+    ix: &Indexer,
+    format: u32,
+    worker_id: u64,
+    dp_rank: u32,
+    payload: *const u8,
+    len: usize,
+    offset: Option<u64>,
+    out: *mut kvidx_engine_batch_result,
+) -> Result<(), kvidx_status> {
+    args::required(out)?;
+    let format = format_of(format)?;
+    if offset == Some(0) {
+        return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+    }
+    // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
+    let payload = unsafe { args::input(payload, len) }?;
+    let (options, rank) = (ApplyOptions::default(), rank_of(dp_rank));
+    let report = match offset {
+        None => engine::apply_payload(ix, format, worker_id, rank, payload, &options),
+        Some(offset) => {
+            engine::apply_payload_at(ix, format, worker_id, rank, payload, &options, offset)
+        }
+    }
+    .map_err(feed_error)?;
+    // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+    unsafe { out.write(result_of(&report)) };
+    Ok(())
 }
 
 /// Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
