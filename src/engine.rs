@@ -265,16 +265,8 @@ pub unsafe extern "C" fn kvidx_apply_engine_batch(
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        args::required(out)?;
-        let format = format_of(format)?;
-        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
-        let payload = unsafe { args::input(payload, len) }?;
-        let options = ApplyOptions::default();
-        let report = engine::apply_payload(ix, format, worker_id, rank_of(dp_rank), payload, &options)
-            .map_err(feed_error)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(result_of(&report)) };
-        Ok(())
+        // SAFETY: the caller guarantees what `apply_batch` requires (the same `# Safety`).
+        unsafe { apply_batch(ix, format, worker_id, dp_rank, payload, len, None, out) }
     })
 }
 
@@ -299,28 +291,46 @@ pub unsafe extern "C" fn kvidx_apply_engine_batch_at(
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
-        args::required(out)?;
-        let format = format_of(format)?;
-        if offset == 0 {
-            return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
-        }
-        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
-        let payload = unsafe { args::input(payload, len) }?;
-        let options = ApplyOptions::default();
-        let report = engine::apply_payload_at(
-            ix,
-            format,
-            worker_id,
-            rank_of(dp_rank),
-            payload,
-            &options,
-            offset,
-        )
-        .map_err(feed_error)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(result_of(&report)) };
-        Ok(())
+        // SAFETY: the caller guarantees what `apply_batch` requires (the same `# Safety`).
+        unsafe { apply_batch(ix, format, worker_id, dp_rank, payload, len, Some(offset), out) }
     })
+}
+
+/// The body of `kvidx_apply_engine_batch` (`offset` `None`) and `kvidx_apply_engine_batch_at`
+/// (`Some(offset)`; `Some(0)` is `KVIDX_ERR_INVALID_ARGUMENT`, checked before the payload is
+/// read).
+///
+/// # Safety
+/// As `kvidx_apply_engine_batch` (`ix` is the value behind its live handle).
+#[allow(clippy::too_many_arguments)]
+unsafe fn apply_batch(
+    ix: &Indexer,
+    format: u32,
+    worker_id: u64,
+    dp_rank: u32,
+    payload: *const u8,
+    len: usize,
+    offset: Option<u64>,
+    out: *mut kvidx_engine_batch_result,
+) -> Result<(), kvidx_status> {
+    args::required(out)?;
+    let format = format_of(format)?;
+    if offset == Some(0) {
+        return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+    }
+    // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
+    let payload = unsafe { args::input(payload, len) }?;
+    let (options, rank) = (ApplyOptions::default(), rank_of(dp_rank));
+    let report = match offset {
+        None => engine::apply_payload(ix, format, worker_id, rank, payload, &options),
+        Some(offset) => {
+            engine::apply_payload_at(ix, format, worker_id, rank, payload, &options, offset)
+        }
+    }
+    .map_err(feed_error)?;
+    // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+    unsafe { out.write(result_of(&report)) };
+    Ok(())
 }
 
 /// Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
@@ -415,25 +425,12 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply(
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
     export!(handle feed, |feed| {
-        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
-        let ix = unsafe { indexer_for_feed(indexer) }?;
-        args::required(out)?;
-        // SAFETY: the caller guarantees `seq_frame` is readable for `seq_len` bytes.
-        let seq_frame = unsafe { args::input(seq_frame, seq_len) }?;
-        let seq = match seq_frame {
-            [] => None,
-            frame => Some(
-                engine::parse_seq_frame(frame).ok_or(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)?,
-            ),
-        };
-        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
-        let payload = unsafe { args::input(payload, len) }?;
-        let report = lock(feed)?
-            .apply_message(&IndexerSink(ix), worker_id, rank_of(dp_rank), seq, payload)
-            .map_err(feed_error)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(result_of(&report)) };
-        Ok(())
+        // SAFETY: the caller guarantees what `feed_apply` requires (the same `# Safety`).
+        unsafe {
+            feed_apply(
+                feed, indexer, worker_id, dp_rank, seq_frame, seq_len, payload, len, None, out,
+            )
+        }
     })
 }
 
@@ -461,29 +458,69 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply_at(
     out: *mut kvidx_engine_batch_result,
 ) -> kvidx_status {
     export!(handle feed, |feed| {
-        // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
-        let ix = unsafe { indexer_for_feed(indexer) }?;
-        args::required(out)?;
-        // SAFETY: the caller guarantees `seq_frame` is readable for `seq_len` bytes.
-        let seq_frame = unsafe { args::input(seq_frame, seq_len) }?;
-        let seq = match seq_frame {
-            [] => None,
-            frame => Some(
-                engine::parse_seq_frame(frame).ok_or(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)?,
-            ),
-        };
-        if offset == 0 {
-            return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+        // SAFETY: the caller guarantees what `feed_apply` requires (the same `# Safety`).
+        unsafe {
+            feed_apply(
+                feed,
+                indexer,
+                worker_id,
+                dp_rank,
+                seq_frame,
+                seq_len,
+                payload,
+                len,
+                Some(offset),
+                out,
+            )
         }
-        // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
-        let payload = unsafe { args::input(payload, len) }?;
-        let report = lock(feed)?
-            .apply_message_at(&IndexerSink(ix), worker_id, rank_of(dp_rank), seq, payload, offset)
-            .map_err(feed_error)?;
-        // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
-        unsafe { out.write(result_of(&report)) };
-        Ok(())
     })
+}
+
+/// The body of `kvidx_engine_feed_apply` (`offset` `None`) and `kvidx_engine_feed_apply_at`
+/// (`Some(offset)`; `Some(0)` is `KVIDX_ERR_INVALID_ARGUMENT`, checked before the payload is
+/// read).
+///
+/// # Safety
+/// As `kvidx_engine_feed_apply` (`feed` is the value behind its live handle).
+#[allow(clippy::too_many_arguments)]
+unsafe fn feed_apply(
+    feed: &Mutex<EngineFeed>,
+    indexer: *const kvidx_indexer,
+    worker_id: u64,
+    dp_rank: u32,
+    seq_frame: *const u8,
+    seq_len: usize,
+    payload: *const u8,
+    len: usize,
+    offset: Option<u64>,
+    out: *mut kvidx_engine_batch_result,
+) -> Result<(), kvidx_status> {
+    // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
+    let ix = unsafe { indexer_for_feed(indexer) }?;
+    args::required(out)?;
+    // SAFETY: the caller guarantees `seq_frame` is readable for `seq_len` bytes.
+    let seq_frame = unsafe { args::input(seq_frame, seq_len) }?;
+    let seq = match seq_frame {
+        [] => None,
+        frame => {
+            Some(engine::parse_seq_frame(frame).ok_or(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)?)
+        }
+    };
+    if offset == Some(0) {
+        return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+    }
+    // SAFETY: the caller guarantees `payload` is readable for `len` bytes.
+    let payload = unsafe { args::input(payload, len) }?;
+    let mut feed = lock(feed)?;
+    let (sink, rank) = (IndexerSink(ix), rank_of(dp_rank));
+    let report = match offset {
+        None => feed.apply_message(&sink, worker_id, rank, seq, payload),
+        Some(offset) => feed.apply_message_at(&sink, worker_id, rank, seq, payload, offset),
+    }
+    .map_err(feed_error)?;
+    // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
+    unsafe { out.write(result_of(&report)) };
+    Ok(())
 }
 
 /// Copies a feed's counters to `*out`. Every counter saturates at `UINT64_MAX`.

@@ -11,7 +11,7 @@ use super::c_convert;
 use super::c_types::{
     kvidx_indexer, kvidx_snapshot_info, kvidx_snapshot_sink, kvidx_snapshot_source, kvidx_status,
 };
-use kvidx_core::SnapshotInfo;
+use kvidx_core::{Indexer, SnapshotInfo};
 
 /// Bytes handed to a sink per call at least (except at the end), and asked of a source.
 const CHUNK: usize = 64 << 10;
@@ -83,6 +83,46 @@ unsafe fn put_info(out: *mut kvidx_snapshot_info, info: SnapshotInfo) -> Result<
     Ok(())
 }
 
+/// The body of the snapshot writers: writes `ix` as a snapshot through a `CHUNK` buffer into
+/// `w`, hands `w` back (flushed) to `finish`, then stores the totals in `*out`.
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn write_into<W: Write>(
+    ix: &Indexer,
+    w: W,
+    finish: impl FnOnce(W) -> Result<(), kvidx_status>,
+    out: *mut kvidx_snapshot_info,
+) -> Result<(), kvidx_status> {
+    let mut writer = BufWriter::with_capacity(CHUNK, w);
+    let info = ix
+        .write_snapshot(&mut writer)
+        .map_err(c_convert::status_of)?;
+    let w = writer
+        .into_inner()
+        .map_err(|_| kvidx_status::KVIDX_ERR_IO)?;
+    finish(w)?;
+    // SAFETY: the caller guarantees `out` is NULL or writable.
+    unsafe { put_info(out, info) }
+}
+
+/// The body of the snapshot restores: restores a snapshot read through a `CHUNK` buffer from
+/// `r` into `ix`, then stores the totals in `*out`.
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn restore_from(
+    ix: &Indexer,
+    r: impl Read,
+    out: *mut kvidx_snapshot_info,
+) -> Result<(), kvidx_status> {
+    let info = ix
+        .restore_snapshot(BufReader::with_capacity(CHUNK, r))
+        .map_err(c_convert::status_of)?;
+    // SAFETY: the caller guarantees `out` is NULL or writable.
+    unsafe { put_info(out, info) }
+}
+
 /// The path a C string names.
 ///
 /// # Safety
@@ -125,10 +165,8 @@ pub unsafe extern "C" fn kvidx_snapshot_write(
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
         let sink = sink.ok_or(kvidx_status::KVIDX_ERR_NULL_POINTER)?;
-        let writer = BufWriter::with_capacity(CHUNK, Sink { sink, user });
-        let info = ix.write_snapshot(writer).map_err(c_convert::status_of)?;
         // SAFETY: the caller guarantees `out` is NULL or writable.
-        unsafe { put_info(out, info) }
+        unsafe { write_into(ix, Sink { sink, user }, |_| Ok(()), out) }
     })
 }
 
@@ -156,10 +194,8 @@ pub unsafe extern "C" fn kvidx_snapshot_restore(
 ) -> kvidx_status {
     export!(handle indexer, |ix| {
         let source = source.ok_or(kvidx_status::KVIDX_ERR_NULL_POINTER)?;
-        let reader = BufReader::with_capacity(CHUNK, Source { source, user });
-        let info = ix.restore_snapshot(reader).map_err(c_convert::status_of)?;
         // SAFETY: the caller guarantees `out` is NULL or writable.
-        unsafe { put_info(out, info) }
+        unsafe { restore_from(ix, Source { source, user }, out) }
     })
 }
 
@@ -180,16 +216,9 @@ pub unsafe extern "C" fn kvidx_snapshot_write_file(
         // SAFETY: non-NULL (checked); the caller guarantees a NUL-terminated string.
         let path = unsafe { path_of(path) }?;
         let file = File::create(path).map_err(|_| kvidx_status::KVIDX_ERR_IO)?;
-        let mut writer = BufWriter::with_capacity(CHUNK, file);
-        let info = ix
-            .write_snapshot(&mut writer)
-            .map_err(c_convert::status_of)?;
-        let file = writer
-            .into_inner()
-            .map_err(|_| kvidx_status::KVIDX_ERR_IO)?;
-        file.sync_all().map_err(|_| kvidx_status::KVIDX_ERR_IO)?;
+        let sync = |file: File| file.sync_all().map_err(|_| kvidx_status::KVIDX_ERR_IO);
         // SAFETY: the caller guarantees `out` is NULL or writable.
-        unsafe { put_info(out, info) }
+        unsafe { write_into(ix, file, sync, out) }
     })
 }
 
@@ -210,10 +239,7 @@ pub unsafe extern "C" fn kvidx_snapshot_restore_file(
         // SAFETY: non-NULL (checked); the caller guarantees a NUL-terminated string.
         let path = unsafe { path_of(path) }?;
         let file = File::open(path).map_err(|_| kvidx_status::KVIDX_ERR_IO)?;
-        let info = ix
-            .restore_snapshot(BufReader::with_capacity(CHUNK, file))
-            .map_err(c_convert::status_of)?;
         // SAFETY: the caller guarantees `out` is NULL or writable.
-        unsafe { put_info(out, info) }
+        unsafe { restore_from(ix, file, out) }
     })
 }

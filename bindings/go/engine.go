@@ -294,7 +294,14 @@ func (f *EngineFeed) Close() error {
 // bytes fails with [ErrInvalidArgument] (checked first, counted nowhere). A closed feed or
 // indexer gives [ErrClosed], a nil indexer [ErrNullPointer].
 func (f *EngineFeed) Apply(ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte) (EngineBatchResult, error) {
-	const op = "EngineFeed.Apply"
+	return f.apply("EngineFeed.Apply", ix, workerID, dpRank, seqFrame, payload, false, 0)
+}
+
+// apply is the body of [EngineFeed.Apply] (at false) and [EngineFeed.ApplyAt] (at true, as
+// one offset batch at offset): it holds the feed and the indexer open while the library
+// applies the payload. A closed feed or indexer gives [ErrClosed], a nil indexer
+// [ErrNullPointer]; ApplyAt also needs a library with snapshots (offset batches).
+func (f *EngineFeed) apply(op string, ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte, at bool, offset uint64) (EngineBatchResult, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.h == nilFeed {
@@ -308,8 +315,18 @@ func (f *EngineFeed) Apply(ix *Indexer, workerID uint64, dpRank uint32, seqFrame
 	if ix.h == nilHandle {
 		return EngineBatchResult{}, closedError(op)
 	}
-	st, r := libFeedApply(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
-		bytesPtr(payload), len(payload))
+	if at && !libHasSnapshots() {
+		return EngineBatchResult{}, noSnapshotsError(op)
+	}
+	var st Status
+	var r cBatchResult
+	if at {
+		st, r = libFeedApplyAt(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
+			bytesPtr(payload), len(payload), offset)
+	} else {
+		st, r = libFeedApply(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
+			bytesPtr(payload), len(payload))
+	}
 	runtime.KeepAlive(seqFrame)
 	runtime.KeepAlive(payload)
 	if err := check(op, st); err != nil {

@@ -134,31 +134,7 @@ func (ix *Indexer) ApplyEngineBatchAt(format EngineFormat, workerID uint64, dpRa
 // whole when offset is at or below the worker's watermark. Sequence tracking is that of
 // Apply.
 func (f *EngineFeed) ApplyAt(ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte, offset uint64) (EngineBatchResult, error) {
-	const op = "EngineFeed.ApplyAt"
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.h == nilFeed {
-		return EngineBatchResult{}, closedError(op)
-	}
-	if ix == nil {
-		return EngineBatchResult{}, check(op, StatusNullPointer)
-	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
-		return EngineBatchResult{}, closedError(op)
-	}
-	if !libHasSnapshots() {
-		return EngineBatchResult{}, noSnapshotsError(op)
-	}
-	st, r := libFeedApplyAt(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
-		bytesPtr(payload), len(payload), offset)
-	runtime.KeepAlive(seqFrame)
-	runtime.KeepAlive(payload)
-	if err := check(op, st); err != nil {
-		return EngineBatchResult{}, err
-	}
-	return r.result(), nil
+	return f.apply("EngineFeed.ApplyAt", ix, workerID, dpRank, seqFrame, payload, true, offset)
 }
 
 // WriteSnapshot streams the index's state to w while events keep being applied: each
@@ -167,24 +143,7 @@ func (f *EngineFeed) ApplyAt(ix *Indexer, workerID uint64, dpRank uint32, seqFra
 // checksummed (docs/snapshots.md). A failing w stops the write: the error matches [ErrIO]
 // and wraps w's error. A panic in w is re-raised once the library call has returned.
 func (ix *Indexer) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
-	const op = "WriteSnapshot"
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	var info SnapshotInfo
-	if ix.h == nilHandle {
-		return info, closedError(op)
-	}
-	if !libHasSnapshots() {
-		return info, noSnapshotsError(op)
-	}
-	if w == nil {
-		return info, check(op, StatusNullPointer)
-	}
-	s := &snapshotStream{w: w}
-	id := streams.add(s)
-	st := libSnapshotWrite(ix.h, id, &info)
-	streams.remove(id)
-	return info, s.finish(op, st)
+	return ix.snapshotCall("WriteSnapshot", &snapshotStream{w: w}, w == nil, libSnapshotWrite)
 }
 
 // RestoreSnapshot reads a snapshot written by [Indexer.WriteSnapshot] into this indexer,
@@ -194,7 +153,15 @@ func (ix *Indexer) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
 // matching [ErrIO] that wraps r's error. Afterwards every restored worker has its
 // watermark, so offset batches at or below it are skipped.
 func (ix *Indexer) RestoreSnapshot(r io.Reader) (SnapshotInfo, error) {
-	const op = "RestoreSnapshot"
+	return ix.snapshotCall("RestoreSnapshot", &snapshotStream{r: r}, r == nil, libSnapshotRestore)
+}
+
+// snapshotCall is the body of [Indexer.WriteSnapshot] and [Indexer.RestoreSnapshot]: with
+// the indexer held open, it registers s for the library's callbacks and runs call (the
+// library's write or restore) on the indexer with the stream's id. A closed indexer gives
+// [ErrClosed], a library without snapshots its error, a missing writer or reader (noStream)
+// [ErrNullPointer].
+func (ix *Indexer) snapshotCall(op string, s *snapshotStream, noStream bool, call func(handle, uintptr, *SnapshotInfo) Status) (SnapshotInfo, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var info SnapshotInfo
@@ -204,12 +171,11 @@ func (ix *Indexer) RestoreSnapshot(r io.Reader) (SnapshotInfo, error) {
 	if !libHasSnapshots() {
 		return info, noSnapshotsError(op)
 	}
-	if r == nil {
+	if noStream {
 		return info, check(op, StatusNullPointer)
 	}
-	s := &snapshotStream{r: r}
 	id := streams.add(s)
-	st := libSnapshotRestore(ix.h, id, &info)
+	st := call(ix.h, id, &info)
 	streams.remove(id)
 	return info, s.finish(op, st)
 }

@@ -331,15 +331,7 @@ func TestChainEnginesBridgeReplicas(t *testing.T) {
 		}
 	}
 
-	nc, err := nats.Connect(ns.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamClient(t, ns.url())
 	ctx := context.Background()
 	total := uint64(len(wl.msgs))
 	// The stream reaches one message per batch, then both replicas apply them all.

@@ -674,6 +674,22 @@ func startNATS(t *testing.T, natsBin, dir string) *natsServer {
 	return ns
 }
 
+// jetStreamClient connects to the test's nats-server (with opts) and returns a JetStream
+// context on the connection, which is closed when the test ends.
+func jetStreamClient(t *testing.T, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // TestReplicaRefusesAStreamGap: when retention dropped messages the replica would need (here
 // a full replay of a stream whose first message is 21), it refuses to start and says why;
 // with --allow-stream-gap it starts, reports the gap and applies what is there.
@@ -686,15 +702,7 @@ func TestReplicaRefusesAStreamGap(t *testing.T) {
 	wl := loadE2EWorkload(t, "testdata/workload.jsonl", 4)
 	bin := buildRouter(t, dir)
 	ns := startNATS(t, natsBin, dir)
-	nc, err := nats.Connect(ns.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamClient(t, ns.url())
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName,
 		Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage, MaxMsgs: 10}); err != nil {
 		t.Fatal(err)
@@ -758,15 +766,7 @@ func TestReplicasOnJetStream(t *testing.T) {
 	bin := buildRouter(t, dir)
 	ns := startNATS(t, natsBin, dir)
 
-	nc, err := nats.Connect(ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamClient(t, ns.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	ctx := context.Background()
 	// The bridge's stream and the replicas' bucket (the replicas would create them too).
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects},

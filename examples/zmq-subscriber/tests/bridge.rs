@@ -366,6 +366,37 @@ async fn client(url: &str) -> jetstream::Context {
     jetstream::new(async_nats::connect(url).await.unwrap())
 }
 
+/// A nats-server with JetStream, started, or `None` (after a loud message) when the binary is
+/// missing outside CI.
+fn started_nats() -> Option<NatsServer> {
+    let mut nats = NatsServer::new(nats_server_binary()?);
+    nats.start();
+    Some(nats)
+}
+
+/// Waits until the bridge has connected to `publishers` engines, then lets the subscriptions
+/// reach the PUB sockets. Returns the "connected" log lines.
+async fn subscribed(bridge: &Bridge, publishers: usize) -> Vec<String> {
+    let connected = bridge.wait_for("connected, epoch", publishers).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    connected
+}
+
+/// Waits until the stream holds `n` messages and a little longer (nothing more arrives), then
+/// reads them all.
+async fn settled_messages(js: &jetstream::Context, n: u64, bridge: &Bridge) -> Vec<Stored> {
+    wait_for_messages(js, n, bridge).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stream_messages(js).await
+}
+
+/// Stops the bridge, which must exit 0; its summary and log.
+fn stopped_cleanly(bridge: Bridge) -> (serde_json::Value, String) {
+    let (summary, code, log) = bridge.stop();
+    assert_eq!(code, 0, "{summary}\n{log}");
+    (summary, log)
+}
+
 /// Checks one publisher's messages: engine sequences `expected` in this order, each payload
 /// byte-identical to `payload(seq)`, exactly the spec's headers.
 fn check_publisher(
@@ -413,12 +444,10 @@ fn fixture(seq: u64) -> Vec<u8> {
 /// configuration; a publish repeating a stored `Nats-Msg-Id` is de-duplicated.
 #[tokio::test]
 async fn every_batch_once_in_order_with_headers_and_duplicates_dropped() {
-    let Some(binary) = nats_server_binary() else {
+    let started = Instant::now();
+    let Some(nats) = started_nats() else {
         return;
     };
-    let started = Instant::now();
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let (mut e0, ep0) = engine().await;
     let (mut e1, ep1) = engine().await;
     let bridge = Bridge::start(
@@ -426,8 +455,7 @@ async fn every_batch_once_in_order_with_headers_and_duplicates_dropped() {
         &[format!("{ep0}=7"), format!("{ep1}=7:1")],
         &[],
     );
-    let connected = bridge.wait_for("connected, epoch", 2).await;
-    tokio::time::sleep(Duration::from_millis(500)).await; // the subscriptions reach the PUBs
+    let connected = subscribed(&bridge, 2).await;
     const N: u64 = 300;
     for seq in 0..N {
         send(&mut e0, seq, &fixture(seq)).await;
@@ -498,8 +526,7 @@ async fn every_batch_once_in_order_with_headers_and_duplicates_dropped() {
     assert_eq!(ack.sequence, 2 * N + 1);
     assert_eq!(stream.info().await.unwrap().state.messages, 2 * N + 1);
 
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, _) = stopped_cleanly(bridge);
     for rank in 0..2 {
         let p = publisher_summary(&summary, 7, rank);
         assert_eq!(p["received"], N, "{p}");
@@ -539,20 +566,17 @@ async fn a_nats_server_crash_mid_stream_loses_nothing() {
 }
 
 async fn restart_mid_stream(signal: &str) {
-    let Some(binary) = nats_server_binary() else {
+    let started = Instant::now();
+    let Some(mut nats) = started_nats() else {
         return;
     };
-    let started = Instant::now();
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let (mut e, ep) = engine().await;
     let bridge = Bridge::start(
         &nats.url(),
         &[format!("{ep}=3")],
         &["--ack-timeout-ms", "300"],
     );
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     const N: u64 = 600;
     let mut outage = Duration::ZERO;
     for seq in 0..N {
@@ -574,14 +598,11 @@ async fn restart_mid_stream(signal: &str) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let js = client(&nats.url()).await;
-    wait_for_messages(&js, N, &bridge).await;
-    tokio::time::sleep(Duration::from_millis(300)).await; // nothing more arrives
-    let messages = stream_messages(&js).await;
+    let messages = settled_messages(&js, N, &bridge).await;
     let mine: Vec<&Stored> = messages.iter().collect();
     check_publisher(&mine, 3, 0, &(0..N).collect::<Vec<_>>(), fixture);
 
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, _) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 3, 0);
     assert_eq!(p["received"], N, "{p}");
     assert_eq!(p["published"], N, "{p}");
@@ -635,8 +656,7 @@ async fn at_the_byte_cap_reading_stops_and_every_batch_is_stored_or_counted() {
             "300",
         ],
     );
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     // 16 KiB payloads (opaque to the bridge: counted as malformed, published all the same).
     let big = |seq: u64| {
         let mut p = vec![(seq % 251) as u8; 16 << 10];
@@ -681,8 +701,7 @@ async fn at_the_byte_cap_reading_stops_and_every_batch_is_stored_or_counted() {
     check_publisher(&mine, 5, 2, &seqs, big);
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
 
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, _) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 5, 2);
     assert_eq!(p["received"], seqs.len() as u64, "{p}");
     assert_eq!(p["published"], seqs.len() as u64, "{p}");
@@ -716,19 +735,16 @@ async fn at_the_byte_cap_reading_stops_and_every_batch_is_stored_or_counted() {
 /// look-up finds it stored); the stream holds every batch once, in order.
 #[tokio::test]
 async fn a_frozen_nats_server_gets_repeated_publishes_and_deduplicates_them() {
-    let Some(binary) = nats_server_binary() else {
+    let Some(nats) = started_nats() else {
         return;
     };
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let (mut e, ep) = engine().await;
     let bridge = Bridge::start(
         &nats.url(),
         &[format!("{ep}=4:1")],
         &["--ack-timeout-ms", "200"],
     );
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     const N: u64 = 300;
     let pid = nats.child.as_ref().unwrap().id().to_string();
     let signal = |sig: &str| {
@@ -747,14 +763,11 @@ async fn a_frozen_nats_server_gets_repeated_publishes_and_deduplicates_them() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let js = client(&nats.url()).await;
-    wait_for_messages(&js, N, &bridge).await;
-    tokio::time::sleep(Duration::from_millis(300)).await; // nothing more arrives
-    let messages = stream_messages(&js).await;
+    let messages = settled_messages(&js, N, &bridge).await;
     let mine: Vec<&Stored> = messages.iter().collect();
     check_publisher(&mine, 4, 1, &(0..N).collect::<Vec<_>>(), fixture);
 
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, _) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 4, 1);
     assert_eq!(p["received"], N, "{p}");
     // The batch in flight when the server froze was stored by its first attempt; the
@@ -870,11 +883,9 @@ impl AckEater {
 /// its `Nats-Msg-Id`), finds it and goes on: the stream holds every batch once, in order.
 #[tokio::test]
 async fn a_lost_acknowledgement_beyond_the_duplicate_window_is_found_not_stored_twice() {
-    let Some(binary) = nats_server_binary() else {
+    let Some(nats) = started_nats() else {
         return;
     };
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let js = client(&nats.url()).await;
     js.create_stream(jetstream::stream::Config {
         name: "KVIDX_EVENTS".into(),
@@ -914,8 +925,7 @@ async fn a_lost_acknowledgement_beyond_the_duplicate_window_is_found_not_stored_
     let mine: Vec<&Stored> = messages.iter().collect();
     check_publisher(&mine, 6, 0, &(0..N).collect::<Vec<_>>(), fixture);
 
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, log) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 6, 0);
     assert_eq!(p["found_stored"], 1, "{p}\n{log}");
     assert_eq!(p["published"], N - 1, "{p}");
@@ -1036,17 +1046,14 @@ async fn replay_socket(buffer: ReplayBuffer) -> String {
 /// are counted missed; the counters add up.
 #[tokio::test]
 async fn gaps_are_filled_from_the_replay_socket_in_order() {
-    let Some(binary) = nats_server_binary() else {
+    let Some(nats) = started_nats() else {
         return;
     };
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let (mut e, ep) = engine().await;
     let buffer: ReplayBuffer = Arc::default();
     let replay = replay_socket(Arc::clone(&buffer)).await;
     let bridge = Bridge::start(&nats.url(), &[format!("{ep}=8:3")], &["--replay", &replay]);
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     const N: u64 = 200;
     for seq in 0..N {
         if !(150..153).contains(&seq) {
@@ -1059,14 +1066,11 @@ async fn gaps_are_filled_from_the_replay_socket_in_order() {
     }
     let js = client(&nats.url()).await;
     let expected: Vec<u64> = (0..N).filter(|s| !(150..153).contains(s)).collect();
-    wait_for_messages(&js, expected.len() as u64, &bridge).await;
-    tokio::time::sleep(Duration::from_millis(300)).await; // nothing more arrives
-    let messages = stream_messages(&js).await;
+    let messages = settled_messages(&js, expected.len() as u64, &bridge).await;
     let mine: Vec<&Stored> = messages.iter().collect();
     check_publisher(&mine, 8, 3, &expected, fixture);
 
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, _) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 8, 3);
     assert_eq!(p["replayed"], 20 + 7, "{p}");
     assert_eq!(p["received"], expected.len() as u64, "{p}");
@@ -1084,24 +1088,19 @@ async fn gaps_are_filled_from_the_replay_socket_in_order() {
 /// would have been dropped as duplicates); the replicas see the sequence go back.
 #[tokio::test]
 async fn an_engine_restart_begins_a_new_epoch_and_nothing_is_taken_for_a_duplicate() {
-    let Some(binary) = nats_server_binary() else {
+    let Some(nats) = started_nats() else {
         return;
     };
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let (mut e, ep) = engine().await;
     let bridge = Bridge::start(&nats.url(), &[format!("{ep}=2")], &[]);
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     let sent: Vec<u64> = (0..50).chain(0..20).collect();
     for (i, &seq) in sent.iter().enumerate() {
         send(&mut e, seq, &fixture(seq + i as u64)).await;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let js = client(&nats.url()).await;
-    wait_for_messages(&js, sent.len() as u64, &bridge).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let messages = stream_messages(&js).await;
+    let messages = settled_messages(&js, sent.len() as u64, &bridge).await;
     let mine: Vec<&Stored> = messages.iter().collect();
     let mut i = 0;
     check_publisher(&mine, 2, 0, &sent, |seq| {
@@ -1116,8 +1115,7 @@ async fn an_engine_restart_begins_a_new_epoch_and_nothing_is_taken_for_a_duplica
     assert!(epochs[..50].iter().all(|e| *e == epochs[0]));
     assert!(epochs[50..].iter().all(|e| *e == epochs[50]));
     assert!(epochs[50].parse::<u64>().unwrap() > epochs[0].parse::<u64>().unwrap());
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, _) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 2, 0);
     assert_eq!(p["restarts"], 1, "{p}");
     assert_eq!(p["epochs"], 2, "{p}");
@@ -1128,26 +1126,20 @@ async fn an_engine_restart_begins_a_new_epoch_and_nothing_is_taken_for_a_duplica
 /// dropped and counted, and the batches after it go on.
 #[tokio::test]
 async fn a_batch_over_max_payload_is_dropped_and_counted() {
-    let Some(binary) = nats_server_binary() else {
+    let Some(nats) = started_nats() else {
         return;
     };
-    let mut nats = NatsServer::new(binary);
-    nats.start();
     let (mut e, ep) = engine().await;
     let bridge = Bridge::start(&nats.url(), &[format!("{ep}=1")], &[]);
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     send(&mut e, 0, &fixture(0)).await;
     send(&mut e, 1, &vec![0x90; 3 << 19]).await; // 1.5 MiB
     send(&mut e, 2, &fixture(2)).await;
     let js = client(&nats.url()).await;
-    wait_for_messages(&js, 2, &bridge).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let messages = stream_messages(&js).await;
+    let messages = settled_messages(&js, 2, &bridge).await;
     let mine: Vec<&Stored> = messages.iter().collect();
     check_publisher(&mine, 1, 0, &[0, 2], fixture);
-    let (summary, code, log) = bridge.stop();
-    assert_eq!(code, 0, "{summary}\n{log}");
+    let (summary, log) = stopped_cleanly(bridge);
     let p = publisher_summary(&summary, 1, 0);
     assert_eq!(p["too_large"], 1, "{p}");
     assert_eq!(p["published"], 2, "{p}");
@@ -1168,8 +1160,7 @@ async fn a_stop_without_nats_reports_what_was_left_undelivered() {
         &[format!("{ep}=1")],
         &["--drain-timeout-ms", "300"],
     );
-    bridge.wait_for("connected, epoch", 1).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    subscribed(&bridge, 1).await;
     for seq in 0..5 {
         send(&mut e, seq, &fixture(seq)).await;
     }
