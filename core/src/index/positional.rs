@@ -398,6 +398,7 @@ impl WorkerBlocks for PositionalIndex {
     fn walk_held(
         &self,
         state: &WorkerState,
+        _slot: u32,
         local_hashes: &[u64],
         visit: &mut dyn FnMut(u64, u32),
     ) -> usize {

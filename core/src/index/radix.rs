@@ -68,8 +68,6 @@ pub(crate) struct WorkerState {
     names: FxHashMap<u64, Arc<Node>>,
     /// Held nodes with two or more names -> their number of names minus one.
     extra_names: FxHashMap<usize, u32>,
-    /// The worker's slot once it has stored anything (holders are read by slot).
-    slot: u32,
     /// Which names are off the device alone (keys: [`Node::tier_key`]).
     tiers: WorkerTiers,
 }
@@ -298,7 +296,6 @@ impl WorkerBlocks for RadixIndex {
         if !chain_fits(first, new_blocks.len()) {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
-        blocks.slot = slot;
         let mut store_touched = false;
         for block in new_blocks {
             let existing = current.state.read().children.get(block.local_hash).cloned();
@@ -386,14 +383,7 @@ impl WorkerBlocks for RadixIndex {
             let Some(child) = node.state.read().children.get(*local).cloned() else {
                 return depth;
             };
-            if child
-                .state
-                .read()
-                .holders
-                .as_slice()
-                .binary_search(&slot)
-                .is_err()
-            {
+            if !Self::holds(&child, slot) {
                 return depth;
             }
             node = child;
@@ -416,19 +406,17 @@ impl WorkerBlocks for RadixIndex {
     fn walk_held(
         &self,
         state: &WorkerState,
+        slot: u32,
         local_hashes: &[u64],
         visit: &mut dyn FnMut(u64, u32),
     ) -> usize {
-        if state.names.is_empty() {
-            return 0; // no slot recorded yet, or cleared
-        }
         // The worker's own nodes stay linked while it holds them (its lock is held here).
         let mut node = Arc::clone(&self.root);
         for (depth, local) in local_hashes.iter().enumerate() {
             let Some(child) = node.state.read().children.get(*local).cloned() else {
                 return depth;
             };
-            if !Self::holds(&child, state.slot) {
+            if !Self::holds(&child, slot) {
                 return depth;
             }
             let extra = state.extra_names.get(&child.key()).copied().unwrap_or(0);

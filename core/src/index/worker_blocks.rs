@@ -82,12 +82,13 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// The key (see [`super::tiers`]) of the block a held name names.
     fn key_of(&self, state: &Self::State, name: u64) -> Option<u64>;
 
-    /// Walks the query's blocks in the worker's state (under its lock), calling `visit` with
-    /// the key and the number of names of each held one, up to the first it does not hold;
-    /// returns how many it holds.
+    /// Walks the query's blocks in the worker's state (under its lock; `slot` is the
+    /// worker's), calling `visit` with the key and the number of names of each held one, up
+    /// to the first it does not hold; returns how many it holds.
     fn walk_held(
         &self,
         state: &Self::State,
+        slot: u32,
         local_hashes: &[u64],
         visit: &mut dyn FnMut(u64, u32),
     ) -> usize;
@@ -107,9 +108,10 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// (validated by the caller against the slot's version).
     fn depth_of_slot(&self, slot: u32, local_hashes: &[u64]) -> usize;
 
-    /// The depth of the query in one worker's state, read under that worker's lock.
-    fn depth_now(&self, state: &Self::State, local_hashes: &[u64]) -> usize {
-        self.walk_held(state, local_hashes, &mut |_, _| {})
+    /// The depth of the query in one worker's state (its slot `slot`), read under that
+    /// worker's lock.
+    fn depth_now(&self, state: &Self::State, slot: u32, local_hashes: &[u64]) -> usize {
+        self.walk_held(state, slot, local_hashes, &mut |_, _| {})
     }
 
     /// Runs after every change of a worker, still under its lock and inside its version
@@ -305,7 +307,7 @@ impl<B: WorkerBlocks> Backend for B {
                 let tier_depths = registry.with_worker(m.worker(), false, |entry| {
                     let tiers = Self::worker_tiers(&entry.state);
                     let mut depths = TierDepths::default();
-                    self.walk_held(&entry.state, local_hashes, &mut |key, names| {
+                    self.walk_held(&entry.state, entry.slot, local_hashes, &mut |key, names| {
                         depths.push(tiers.key_tiers(key, names))
                     });
                     depths.get()
@@ -501,7 +503,7 @@ impl<B: WorkerBlocks> ReadAgain for B {
             return;
         };
         let depth = registry.with_worker(owner.worker, false, |entry| {
-            self.depth_now(&entry.state, local_hashes)
+            self.depth_now(&entry.state, entry.slot, local_hashes)
         });
         push_unique(out, owner.worker, depth.unwrap_or(0));
     }

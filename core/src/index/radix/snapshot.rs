@@ -48,7 +48,6 @@ impl RadixIndex {
             ));
         }
         state.names.reserve(section.names.len());
-        state.slot = slot;
         let mut made: Vec<Arc<Node>> = Vec::with_capacity(section.nodes.len());
         for node in &section.nodes {
             let parent = match node.parent {
