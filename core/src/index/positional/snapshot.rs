@@ -23,14 +23,15 @@ impl PositionalIndex {
             let parent = match records.parent_of(record) {
                 None => ExportParent::Root,
                 Some(p) if p.name_count() > 0 => ExportParent::Node(p.identity),
-                Some(p) if path_parent(records, p).is_some() => {
-                    let above = path_parent(records, p).expect("checked");
-                    paths.push((p.identity, above, p.local));
-                    ExportParent::Node(p.identity)
-                }
-                Some(p) => ExportParent::Anchor {
-                    identity: p.identity,
-                    position: record.position - 1,
+                Some(p) => match path_parent(records, p) {
+                    Some(above) => {
+                        paths.push((p.identity, above, p.local));
+                        ExportParent::Node(p.identity)
+                    }
+                    None => ExportParent::Anchor {
+                        identity: p.identity,
+                        position: record.position - 1,
+                    },
                 },
             };
             exporter.node(record.identity, parent, record.local);
