@@ -72,6 +72,14 @@ impl Default for Config {
     }
 }
 
+/// Refuses offset 0: batch offsets start at 1 (a watermark of 0 means none).
+pub(crate) fn check_offset(offset: u64) -> Result<(), Error> {
+    if offset == 0 {
+        return Err(Error::InvalidArgument("a batch offset is at least 1"));
+    }
+    Ok(())
+}
+
 /// A global index of cached KV blocks per worker.
 ///
 /// Thread-safety: every method takes `&self` and may be called from any number of threads at
@@ -248,9 +256,7 @@ impl Indexer {
         offset: u64,
         events: Vec<Event>,
     ) -> Result<BatchOutcome, Error> {
-        if offset == 0 {
-            return Err(Error::InvalidArgument("a batch offset is at least 1"));
-        }
+        check_offset(offset)?;
         if events.iter().any(|e| e.worker != worker) {
             return Err(Error::InvalidArgument(
                 "every event of a batch is for the batch's worker",

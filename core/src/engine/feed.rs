@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use crate::indexer::check_offset;
 use crate::model::{BatchOutcome, Event, Worker};
 use crate::{Error, Indexer};
 
@@ -218,11 +219,7 @@ pub fn apply_payload_at<S: EventSink + ?Sized>(
     options: &ApplyOptions,
     offset: u64,
 ) -> Result<BatchReport, FeedError> {
-    if offset == 0 {
-        return Err(FeedError::Index(Error::InvalidArgument(
-            "a batch offset is at least 1",
-        )));
-    }
+    check_offset(offset).map_err(FeedError::Index)?;
     apply_payload_with(
         indexer,
         format,
@@ -413,11 +410,7 @@ impl EngineFeed {
         payload: &[u8],
         offset: u64,
     ) -> Result<BatchReport, FeedError> {
-        if offset == 0 {
-            return Err(FeedError::Index(Error::InvalidArgument(
-                "a batch offset is at least 1",
-            )));
-        }
+        check_offset(offset).map_err(FeedError::Index)?;
         self.apply_message_with(indexer, worker_id, dp_rank, seq, payload, Some(offset))
     }
 
