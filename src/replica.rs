@@ -1,6 +1,8 @@
 //! Offset batches and watermarks: exactly-once application when a range of a stream is
 //! replayed (docs/contract.md section 5).
 
+use std::collections::HashMap;
+
 use super::args;
 use super::boundary::export;
 use super::c_convert;
@@ -41,12 +43,15 @@ pub unsafe extern "C" fn kvidx_apply_events_at(
         if offset == 0 {
             return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
         }
+        // Batches in the order their workers first appear; found by worker in one lookup.
         let mut batches: Vec<(Worker, Vec<Event>)> = Vec::new();
+        let mut batch_of: HashMap<Worker, usize> = HashMap::new();
         for event in events {
-            match batches.iter_mut().find(|(w, _)| *w == event.worker) {
-                Some((_, batch)) => batch.push(event),
-                None => batches.push((event.worker, vec![event])),
-            }
+            let at = *batch_of.entry(event.worker).or_insert_with(|| {
+                batches.push((event.worker, Vec::new()));
+                batches.len() - 1
+            });
+            batches[at].1.push(event);
         }
         let mut first = Ok(());
         for (worker, batch) in batches {
