@@ -84,10 +84,7 @@ std::string read_until(const kvidx::Indexer& idx, const std::atomic<bool>& stop,
 class Concurrency : public ::testing::TestWithParam<std::tuple<kvidx::Backend, std::uint32_t>> {};
 
 TEST_P(Concurrency, ReadersSeeWellFormedAnswersAndWritersLandExactly) {
-  kvidx::Config cfg;
-  cfg.backend = std::get<0>(GetParam());
-  cfg.event_threads = std::get<1>(GetParam());
-  auto created = kvidx::Indexer::create(cfg);
+  auto created = kvidx_test::create_indexer(std::get<0>(GetParam()), std::get<1>(GetParam()));
   ASSERT_TRUE(created.ok());
   kvidx::Indexer idx = std::move(created).value();
 

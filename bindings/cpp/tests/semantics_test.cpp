@@ -19,15 +19,12 @@ using kvidx_test::query;
 using kvidx_test::seq_of;
 
 /// (backend, event_threads)
-using Mode = std::tuple<Backend, std::uint32_t>;
+using kvidx_test::Mode;
 
 class Semantics : public ::testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
-    kvidx::Config cfg;
-    cfg.backend = std::get<0>(GetParam());
-    cfg.event_threads = std::get<1>(GetParam());
-    auto r = kvidx::Indexer::create(cfg);
+    auto r = kvidx_test::create_indexer(std::get<0>(GetParam()), std::get<1>(GetParam()));
     ASSERT_TRUE(r.ok()) << r.status().message();
     idx_ = std::move(r).value();
   }

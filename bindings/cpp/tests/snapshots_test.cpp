@@ -28,10 +28,7 @@ using kvidx_test::query;
 static_assert(static_cast<std::uint32_t>(Errc::io) == KVIDX_ERR_IO);
 
 kvidx::Indexer make(Backend b, std::uint32_t threads) {
-  kvidx::Config cfg;
-  cfg.backend = b;
-  cfg.event_threads = threads;
-  auto r = kvidx::Indexer::create(cfg);
+  auto r = kvidx_test::create_indexer(b, threads);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return std::move(r).value();
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kvidx.hpp"
@@ -26,6 +27,18 @@ inline void PrintTo(Status s, std::ostream* os) { PrintTo(s.code(), os); }
 }  // namespace kvidx
 
 namespace kvidx_test {
+
+/// A test mode: (backend, event_threads).
+using Mode = std::tuple<kvidx::Backend, std::uint32_t>;
+
+/// Creates an indexer with `backend` and `event_threads` (the rest defaults).
+inline kvidx::Result<kvidx::Indexer> create_indexer(kvidx::Backend backend,
+                                                    std::uint32_t event_threads) {
+  kvidx::Config cfg;
+  cfg.backend = backend;
+  cfg.event_threads = event_threads;
+  return kvidx::Indexer::create(cfg);
+}
 
 /// The shared local hashes every test chain uses: position i has local hash 1000 + i.
 inline std::uint64_t local_at(std::size_t i) { return 1000 + i; }
