@@ -300,3 +300,91 @@ fn every_tiered_answer_during_tier_churn_is_one_each_worker_had() {
     }
     eprintln!("{total} tiered answers checked during churn");
 }
+
+/// Rounds of the offload test: `KVIDX_OFFLOAD_ROUNDS` (default 3000).
+fn offload_rounds() -> usize {
+    std::env::var("KVIDX_OFFLOAD_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000)
+}
+
+/// A worker whose blocks only ever live on the host: one thread stores its chain there and
+/// drops it again (by removal, clear or worker removal) while readers ask for tiered answers.
+/// No answer may put any of its blocks on the device, even while a drop is half done (a
+/// drop forgets a block's tier before the index lets go of the block). Every 50 rounds the
+/// writer waits for a reader to see the stored chain, so the check is never vacuous.
+#[test]
+fn offloaded_blocks_never_appear_on_the_device_while_dropped() {
+    let worker = Worker::new(7, 0);
+    let chain: Vec<u64> = (0..9).collect();
+    for (name, config) in configs() {
+        let indexer = Arc::new(Indexer::new(config).expect("valid config"));
+        let done = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (indexer, done, seen, chain) = (
+                    Arc::clone(&indexer),
+                    Arc::clone(&done),
+                    Arc::clone(&seen),
+                    chain.clone(),
+                );
+                let name = name.clone();
+                std::thread::spawn(move || {
+                    while !done.load(Ordering::Acquire) {
+                        for m in indexer.find_matches_tiered(&chain) {
+                            assert_eq!(m.worker(), worker, "{name}: a stranger in {m:?}");
+                            assert_eq!(m.tier_depths[0], 0, "{name}: on the device: {m:?}");
+                            assert!(
+                                m.tier_depths[1..].iter().all(|&d| d == m.depth),
+                                "{name}: host blocks missing from {m:?}"
+                            );
+                            seen.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut next_name = 0u64;
+        for round in 0..offload_rounds() {
+            let blocks: Vec<Block> = chain
+                .iter()
+                .map(|&l| {
+                    next_name += 1;
+                    Block::new(l, next_name)
+                })
+                .collect();
+            let names: Vec<u64> = blocks.iter().map(|b| b.seq_hash).collect();
+            let _ = indexer.submit(Write::Event(Event::stored_on(
+                worker,
+                0,
+                None,
+                blocks,
+                Tier::Host,
+            )));
+            if round % 50 == 0 {
+                indexer.flush().expect("event threads alive");
+                let before = seen.load(Ordering::SeqCst);
+                // (A reader that found a fault stops: its panic is reported at the join.)
+                while seen.load(Ordering::SeqCst) == before
+                    && !readers.iter().any(|r| r.is_finished())
+                {
+                    std::thread::yield_now();
+                }
+            }
+            let drop = match round % 3 {
+                0 => Write::Event(Event::removed(worker, 0, names)),
+                1 => Write::Event(Event::cleared(worker, 0)),
+                _ => Write::RemoveWorkerDpRank(worker),
+            };
+            let _ = indexer.submit(drop);
+        }
+        indexer.flush().expect("event threads alive");
+        done.store(true, Ordering::Release);
+        for reader in readers {
+            reader.join().expect("a reader saw a block on the device");
+        }
+        assert!(indexer.find_matches(&chain).is_empty(), "{name}: final");
+    }
+}

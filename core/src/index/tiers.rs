@@ -52,7 +52,6 @@ pub(crate) enum TierRemoval {
 
 impl WorkerTiers {
     /// True when every block of the worker is on the device alone.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
@@ -216,7 +215,8 @@ impl TierDepths {
 pub(crate) struct TierActivity {
     /// Names recorded in any worker's [`WorkerTiers`] (not on the device alone).
     recorded: AtomicU64,
-    /// Events that may record names (stores on another tier), begun and ended.
+    /// Changes that may move names on or off the records (stores on another tier, and any
+    /// change of a worker with records), begun and ended.
     begun: AtomicU64,
     ended: AtomicU64,
 }
@@ -226,10 +226,13 @@ pub(crate) struct TierActivity {
 pub(crate) struct TiersQuiet(u64);
 
 impl TierActivity {
-    /// Runs a change that may put blocks off the device alone (a store on another tier),
-    /// announced so that lookups overlapping it do not take the quiet path.
-    pub(crate) fn announce<R>(&self, tier: Tier, change: impl FnOnce() -> R) -> R {
-        if tier == Tier::Device {
+    /// Runs a change, announced when `touches_records` so that lookups overlapping it do not
+    /// take the quiet path. A change touches the records when it may put a block off the
+    /// device alone (a store on another tier) or may drop records while the blocks they
+    /// describe are still visible to lookups (any change of a worker with records: its
+    /// removals drop a name's record before the index lets go of the block).
+    pub(crate) fn announce<R>(&self, touches_records: bool, change: impl FnOnce() -> R) -> R {
+        if !touches_records {
             return change();
         }
         self.begun.fetch_add(1, Ordering::SeqCst);
@@ -313,14 +316,12 @@ mod tests {
         let activity = TierActivity::default();
         let mut tiers = WorkerTiers::default();
         let quiet = activity.quiet().expect("nothing recorded");
-        activity.announce(Tier::Device, || ());
+        activity.announce(false, || ());
         assert!(
             activity.still_quiet(quiet),
-            "device stores are not announced"
+            "changes that touch no record are not announced"
         );
-        activity.announce(Tier::Host, || {
-            tiers.stored(1, 1, Tier::Host, false, &activity)
-        });
+        activity.announce(true, || tiers.stored(1, 1, Tier::Host, false, &activity));
         assert!(!activity.still_quiet(quiet));
         assert!(activity.quiet().is_none(), "a block is on the host");
         tiers.clear(&activity);

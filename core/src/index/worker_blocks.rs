@@ -200,8 +200,12 @@ impl<B: WorkerBlocks> Backend for B {
     }
 
     fn remove_worker_dp_rank(&self, worker: Worker) {
-        self.registry()
-            .remove(worker, |entry| self.clear(&mut entry.state, entry.slot));
+        self.registry().remove(worker, |entry| {
+            let touches_records = !Self::worker_tiers(&entry.state).is_empty();
+            self.registry()
+                .tiers
+                .announce(touches_records, || self.clear(&mut entry.state, entry.slot))
+        });
     }
 
     fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
@@ -342,7 +346,18 @@ fn creates_worker(data: &EventData) -> bool {
 
 /// One event on a worker's state, inside a change of its slot.
 trait ApplyOne: WorkerBlocks + Sized {
+    /// One event, announced to tiered lookups when it touches tier records (see
+    /// [`super::tiers::TierActivity::announce`]).
     fn apply_one(&self, state: &mut Self::State, slot: u32, data: &EventData) -> Outcome {
+        let touches_records = !Self::worker_tiers(state).is_empty()
+            || matches!(data, EventData::Stored { tier, .. } if *tier != Tier::Device);
+        self.registry()
+            .tiers
+            .announce(touches_records, || self.apply_untiered(state, slot, data))
+    }
+
+    /// One event, without the announcement.
+    fn apply_untiered(&self, state: &mut Self::State, slot: u32, data: &EventData) -> Outcome {
         match data {
             // A Stored with no blocks is a no-op, whatever its parent.
             EventData::Stored { blocks, .. } if blocks.is_empty() => Outcome::Applied {
@@ -352,10 +367,7 @@ trait ApplyOne: WorkerBlocks + Sized {
                 parent,
                 blocks,
                 tier,
-            } => self
-                .registry()
-                .tiers
-                .announce(*tier, || self.store(state, slot, *parent, blocks, *tier)),
+            } => self.store(state, slot, *parent, blocks, *tier),
             EventData::Removed { seq_hashes, tier } => {
                 let unknown = seq_hashes
                     .iter()
@@ -409,14 +421,13 @@ impl<B: WorkerBlocks> SnapshotBackend for B {
             .names
             .iter()
             .any(|&(_, tiers)| tiers != Tier::Device.bit());
-        let tier = if tiered { Tier::Host } else { Tier::Device };
         registry
             .with_worker(worker, true, |entry| {
                 entry.watermark = watermark;
                 registry.change(entry, |state, slot| {
                     let result = registry
                         .tiers
-                        .announce(tier, || self.restore_state(state, slot, section));
+                        .announce(tiered, || self.restore_state(state, slot, section));
                     if let Some(info) = registry.slot_info(slot) {
                         self.after_change(state, info);
                     }
