@@ -182,6 +182,12 @@ impl EventSink for IndexerSink<'_> {
             .unwrap_or(Err(Error::ShutDown))
     }
 
+    fn apply_events(&self, events: Vec<Event>) -> Result<u64, Error> {
+        self.0
+            .run_nested(|ix| EventSink::apply_events(ix, events))
+            .unwrap_or(Err(Error::ShutDown))
+    }
+
     fn apply_batch_at(
         &self,
         worker: Worker,

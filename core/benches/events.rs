@@ -1,7 +1,8 @@
 //! Cost per block of storing and removing, for each fast backend (synchronous mode, so the
 //! figure is the index's own work, not queueing). Throughput is reported per block. The
 //! spread removal measures the same with state far larger than the caches, each event on
-//! another worker.
+//! another worker. `remove_per_block_apply_events` hands the same removals over in calls of 64
+//! events (`apply_events`, which groups a worker's consecutive events into few changes).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -72,6 +73,36 @@ fn store_and_remove(c: &mut Criterion) {
                     for (i, block) in blocks.iter().enumerate().rev() {
                         idx.apply_event(Event::removed(worker, i as u64 + 1, vec![block.seq_hash]))
                             .expect("valid event");
+                    }
+                    black_box(idx)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        // The same removals handed over 64 at a time through `apply_events`, which applies
+        // consecutive events of one worker a few per change.
+        group.bench_function("remove_per_block_apply_events", |b| {
+            b.iter_batched(
+                || {
+                    let idx = indexer(backend);
+                    idx.apply_event(Event::stored(worker, 0, None, blocks.clone()))
+                        .expect("valid event");
+                    // The calls are built outside the timing (the one-by-one loop builds
+                    // one event per call inside it, as a caller would).
+                    let events: Vec<Event> = blocks
+                        .iter()
+                        .enumerate()
+                        .rev()
+                        .map(|(i, block)| {
+                            Event::removed(worker, i as u64 + 1, vec![block.seq_hash])
+                        })
+                        .collect();
+                    let calls: Vec<Vec<Event>> = events.chunks(64).map(<[Event]>::to_vec).collect();
+                    (idx, calls)
+                },
+                |(idx, calls)| {
+                    for call in calls {
+                        idx.apply_events(call).expect("valid events");
                     }
                     black_box(idx)
                 },

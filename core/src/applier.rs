@@ -4,7 +4,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::Backend;
-use crate::model::{BatchOutcome, EventData, Outcome, ReplicaStats, Stats, Worker, Write};
+use crate::model::{
+    BatchOutcome, EventData, Outcome, RejectReason, ReplicaStats, Stats, Worker, Write,
+};
+
+/// Consecutive events of one worker applied as one change at most ([`Applier::apply_run`]):
+/// one lock of the worker and one change of its slot for several events, while a reader that
+/// meets the change in progress, and may wait for all of it, waits for a few events only.
+pub(crate) const MAX_RUN: usize = 4;
 
 /// A backend plus the counters that every way of applying writes shares.
 pub(crate) struct Applier {
@@ -60,7 +67,7 @@ impl Applier {
                     _ => 0,
                 };
                 return if rejected > 0 {
-                    Outcome::Rejected(crate::model::RejectReason::ParentNotFound)
+                    Outcome::Rejected(RejectReason::ParentNotFound)
                 } else {
                     Outcome::Applied {
                         unknown_removals: 0,
@@ -81,15 +88,7 @@ impl Applier {
         offset: Option<u64>,
         events: &[EventData],
     ) -> BatchOutcome {
-        let mut rejected = 0u64;
-        let applied = self
-            .backend
-            .apply_batch(worker, offset, events, &mut |outcome| {
-                if matches!(outcome, Outcome::Rejected(_)) {
-                    rejected += 1;
-                }
-                self.count(outcome);
-            });
+        let (applied, rejected, _) = self.apply_counted(worker, offset, events);
         if offset.is_none() {
             return BatchOutcome::Applied { rejected };
         }
@@ -102,6 +101,40 @@ impl Applier {
                 .fetch_add(events.len() as u64, Ordering::Relaxed);
             BatchOutcome::Skipped
         }
+    }
+
+    /// Applies consecutive events of one worker (at most [`MAX_RUN`]) as one plain batch,
+    /// counting them: how many were rejected, and the first rejection's reason.
+    pub(crate) fn apply_run(
+        &self,
+        worker: Worker,
+        events: &[EventData],
+    ) -> (u64, Option<RejectReason>) {
+        debug_assert!(events.len() <= MAX_RUN);
+        let (_, rejected, first) = self.apply_counted(worker, None, events);
+        (rejected, first)
+    }
+
+    /// The backend's batch, counted: whether it was applied, how many events were rejected
+    /// and the first rejection's reason.
+    fn apply_counted(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: &[EventData],
+    ) -> (bool, u64, Option<RejectReason>) {
+        let mut rejected = 0u64;
+        let mut first = None;
+        let applied = self
+            .backend
+            .apply_batch(worker, offset, events, &mut |outcome| {
+                if let Outcome::Rejected(reason) = outcome {
+                    rejected += 1;
+                    first = first.or(Some(reason));
+                }
+                self.count(outcome);
+            });
+        (applied, rejected, first)
     }
 
     /// Counts one event's outcome.

@@ -169,19 +169,16 @@ impl Indexer {
     }
 
     /// Applies or queues events in order. Every event is tried (a rejected Stored does not
-    /// stop the later ones); the first error is returned.
+    /// stop the later ones); the first error is returned. Consecutive events of one worker
+    /// are applied a few at a time as one change of that worker (a reader sees the worker's
+    /// state before or after each such run, as for any change).
     pub fn apply_events(&self, events: impl IntoIterator<Item = Event>) -> Result<(), Error> {
-        let mut first_error = Ok(());
-        for event in events {
-            let result = self.apply_event(event);
-            if first_error.is_ok() {
-                first_error = result;
-            }
-            if matches!(first_error, Err(Error::ShutDown)) {
-                break;
-            }
-        }
-        first_error
+        self.writer.submit_events(events).1
+    }
+
+    /// The write side, for the engine feed.
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
     }
 
     /// Drops and forgets every dp rank of a worker, after its events accepted before this call.

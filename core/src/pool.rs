@@ -7,7 +7,8 @@
 //! ([`Write::queued_bytes`]); when a thread falls behind, senders block until there is room.
 //! A write larger than the whole budget is still accepted, once its queue is empty, so
 //! nothing is ever refused for its size. `flush` puts a barrier in every queue and waits until
-//! every thread has passed it.
+//! every thread has passed it. A thread takes what is queued a few dozen jobs at a time and
+//! applies consecutive events of one worker a few per change (see [`Run`]).
 
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -18,8 +19,8 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::applier::Applier;
-use crate::model::Write;
+use crate::applier::{Applier, MAX_RUN};
+use crate::model::{Event, EventData, Worker, Write};
 use crate::Error;
 
 /// One unit of work for an event thread.
@@ -85,10 +86,15 @@ impl Bound {
         self.bytes.fetch_add(bytes, Ordering::SeqCst);
     }
 
-    /// Returns the room of one applied write.
+    /// Returns the room of one write that was never queued.
     fn release(&self, bytes: usize) {
+        self.release_many(1, bytes);
+    }
+
+    /// Returns the room of `writes` applied writes of `bytes` bytes in all.
+    fn release_many(&self, writes: usize, bytes: usize) {
         let bytes_left = self.bytes.fetch_sub(bytes, Ordering::SeqCst) - bytes;
-        let writes_left = self.writes.fetch_sub(1, Ordering::SeqCst) - 1;
+        let writes_left = self.writes.fetch_sub(writes, Ordering::SeqCst) - writes;
         let drained =
             writes_left == 0 || (writes_left <= self.capacity / 2 && bytes_left <= self.budget / 2);
         if drained && self.waiting.load(Ordering::SeqCst) > 0 {
@@ -206,28 +212,96 @@ impl Drop for EventPool {
     }
 }
 
+/// Jobs an event thread takes from its queue before it applies what it has gathered.
+const DRAIN: usize = 64;
+
+/// Consecutive events of one worker taken from the queue (at most [`MAX_RUN`]), applied as
+/// one change of the worker instead of one by one.
+#[derive(Default)]
+struct Run {
+    worker: Option<Worker>,
+    events: Vec<EventData>,
+    /// Queued writes and bytes the run stands for, returned to the bound once applied.
+    writes: usize,
+    bytes: usize,
+}
+
+impl Run {
+    /// Adds an event; the caller applies the run first if it is of another worker.
+    fn push(&mut self, event: Event, bytes: usize) {
+        self.worker = Some(event.worker);
+        self.events.push(event.data);
+        self.writes += 1;
+        self.bytes += bytes;
+    }
+
+    fn is_of(&self, worker: Worker) -> bool {
+        self.worker == Some(worker)
+    }
+}
+
+/// Applies `f` unless the pool has failed; a panic in it marks the pool failed (a bug that
+/// broke the index: refuse to build on it, keep answering barriers).
+fn guarded(failed: &AtomicBool, f: impl FnOnce()) {
+    if !failed.load(Ordering::Acquire) && catch_unwind(AssertUnwindSafe(f)).is_err() {
+        failed.store(true, Ordering::Release);
+    }
+}
+
+/// Applies and empties the run, then returns its room to the bound.
+fn apply_run(applier: &Applier, run: &mut Run, bound: &Bound, failed: &AtomicBool) {
+    let Some(worker) = run.worker.take() else {
+        return;
+    };
+    guarded(failed, || {
+        applier.apply_run(worker, &run.events);
+    });
+    run.events.clear();
+    bound.release_many(
+        std::mem::take(&mut run.writes),
+        std::mem::take(&mut run.bytes),
+    );
+}
+
+/// An event thread: takes up to [`DRAIN`] jobs at a time from its queue and applies them in
+/// order, consecutive events of one worker as one [`Run`].
 fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &AtomicBool) {
-    for job in jobs.iter() {
-        let (write, bytes) = match job {
-            Job::Barrier(ack) => {
-                let status = if failed.load(Ordering::Acquire) {
-                    Err(Error::ShutDown)
-                } else {
-                    Ok(())
-                };
-                let _ = ack.send(status);
-                continue;
+    let mut run = Run::default();
+    while let Ok(first) = jobs.recv() {
+        let mut next = Some(first);
+        let mut taken = 0;
+        while let Some(job) = next.take() {
+            match job {
+                Job::Write(Write::Event(event), bytes) => {
+                    if !run.is_of(event.worker) || run.events.len() >= MAX_RUN {
+                        apply_run(applier, &mut run, bound, failed);
+                    }
+                    run.push(event, bytes);
+                }
+                Job::Write(write, bytes) => {
+                    apply_run(applier, &mut run, bound, failed);
+                    guarded(failed, || {
+                        applier.apply(&write);
+                    });
+                    drop(write);
+                    bound.release_many(1, bytes);
+                }
+                Job::Barrier(ack) => {
+                    apply_run(applier, &mut run, bound, failed);
+                    let status = if failed.load(Ordering::Acquire) {
+                        Err(Error::ShutDown)
+                    } else {
+                        Ok(())
+                    };
+                    let _ = ack.send(status);
+                }
             }
-            Job::Write(write, bytes) => (write, bytes),
-        };
-        // A bug that broke the index: refuse to build on it, keep answering barriers.
-        if !failed.load(Ordering::Acquire)
-            && catch_unwind(AssertUnwindSafe(|| applier.apply(&write))).is_err()
-        {
-            failed.store(true, Ordering::Release);
+            taken += 1;
+            if taken < DRAIN {
+                next = jobs.try_recv().ok();
+            }
         }
-        drop(write);
-        bound.release(bytes);
+        apply_run(applier, &mut run, bound, failed);
     }
 }
 

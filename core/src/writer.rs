@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::applier::Applier;
-use crate::model::{BatchOutcome, EventData, Outcome, RejectReason, Worker, Write};
+use crate::applier::{Applier, MAX_RUN};
+use crate::model::{BatchOutcome, Event, EventData, Outcome, RejectReason, Worker, Write};
 use crate::pool::EventPool;
 use crate::Error;
 
@@ -44,12 +44,56 @@ impl Writer {
             Writer::Pooled(pool) => pool.submit(write),
             Writer::Inline(applier) => match applier.apply(&write) {
                 Outcome::Applied { .. } => Ok(()),
-                Outcome::Rejected(RejectReason::ParentNotFound) => Err(Error::ParentNotFound),
-                Outcome::Rejected(RejectReason::PositionOverflow) => Err(Error::InvalidArgument(
-                    "the chain passes the largest position (u32::MAX)",
-                )),
+                Outcome::Rejected(reason) => rejection(Some(reason)),
             },
         }
+    }
+
+    /// Applies (inline) or queues (pooled) events in order; every event is tried. Returns
+    /// how many were rejected (inline; queued ones are never counted here) and the first
+    /// error. Inline, consecutive events of one worker are applied in runs of at most
+    /// [`MAX_RUN`] as one change each; pooled, the event threads do the same.
+    pub(crate) fn submit_events(
+        &self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> (u64, Result<(), Error>) {
+        let mut first_error = Ok(());
+        let mut rejected = 0;
+        match self {
+            Writer::Pooled(pool) => {
+                for event in events {
+                    if let Err(e) = pool.submit(Write::Event(event)) {
+                        first_error = Err(e); // only a shut-down pool refuses
+                        break;
+                    }
+                }
+            }
+            Writer::Inline(applier) => {
+                let mut run: Vec<EventData> = Vec::with_capacity(MAX_RUN);
+                let mut worker = None;
+                let mut apply = |worker: Worker, run: &mut Vec<EventData>| {
+                    let (refused, reason) = applier.apply_run(worker, run);
+                    run.clear();
+                    rejected += refused;
+                    if first_error.is_ok() {
+                        first_error = rejection(reason);
+                    }
+                };
+                for event in events {
+                    if let Some(previous) = worker {
+                        if previous != event.worker || run.len() == MAX_RUN {
+                            apply(previous, &mut run);
+                        }
+                    }
+                    worker = Some(event.worker);
+                    run.push(event.data);
+                }
+                if let Some(worker) = worker {
+                    apply(worker, &mut run);
+                }
+            }
+        }
+        (rejected, first_error)
     }
 
     /// Applies (inline) or queues (pooled) one batch of a worker's events.
@@ -77,5 +121,16 @@ impl Writer {
             Writer::Pooled(pool) => pool.flush(),
             Writer::Inline(_) => Ok(()),
         }
+    }
+}
+
+/// The error of an event refused for `reason` (none: applied).
+fn rejection(reason: Option<RejectReason>) -> Result<(), Error> {
+    match reason {
+        None => Ok(()),
+        Some(RejectReason::ParentNotFound) => Err(Error::ParentNotFound),
+        Some(RejectReason::PositionOverflow) => Err(Error::InvalidArgument(
+            "the chain passes the largest position (u32::MAX)",
+        )),
     }
 }

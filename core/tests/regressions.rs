@@ -341,3 +341,71 @@ fn cleared_and_removed_workers_drop_every_tier() {
     ];
     expect_tiered_everywhere(&ops, &[1], &[]);
 }
+
+/// `apply_events` applies consecutive events of one worker as one change: the answers, the
+/// counters and (synchronously) the first error must be those of applying them one by one.
+#[test]
+fn events_applied_in_one_call_match_events_applied_one_by_one() {
+    let events: Vec<kvidx::Event> = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored(W0, Some(999), &[(3, 12)]), // rejected: unknown parent
+        removed(W0, &[11, 777]),           // one unknown removal
+        stored(W1, None, &[(1, 20)]),
+        stored(W1, Some(20), &[(2, 21)]),
+        // Five events of W0 in a row: more than one change holds.
+        stored(W0, Some(10), &[(2, 13)]),
+        stored(W0, Some(13), &[(3, 14)]),
+        stored(W0, Some(14), &[(4, 15)]),
+        stored(W0, Some(888), &[(4, 16)]), // rejected
+        removed(W0, &[15]),
+        stored(W1, Some(555), &[(9, 22)]), // rejected
+        cleared(W1),
+        stored(W1, None, &[(1, 23)]),
+    ]
+    .into_iter()
+    .map(|op| match op {
+        Op::Write(kvidx::Write::Event(event)) => event,
+        other => unreachable!("only events here: {other:?}"),
+    })
+    .collect();
+    for (name, config) in configs() {
+        let one_by_one = kvidx::Indexer::new(config).expect("valid config");
+        let mut first_error = None;
+        for event in events.clone() {
+            if let Err(e) = one_by_one.apply_event(event) {
+                first_error = first_error.or(Some(e));
+            }
+        }
+        let at_once = kvidx::Indexer::new(config).expect("valid config");
+        let result = at_once.apply_events(events.clone());
+        one_by_one.flush().unwrap();
+        at_once.flush().unwrap();
+        assert_eq!(result.err(), first_error, "{name}: first error");
+        if config.event_threads == 0 {
+            assert_eq!(first_error, Some(kvidx::Error::ParentNotFound), "{name}");
+        }
+        assert_eq!(at_once.stats(), one_by_one.stats(), "{name}: counters");
+        let stats = at_once.stats();
+        assert_eq!(
+            (
+                stats.events_applied,
+                stats.events_rejected,
+                stats.unknown_removals
+            ),
+            (10, 3, 1),
+            "{name}"
+        );
+        for q in [&[1u64, 2][..], &[1, 2, 3], &[1]] {
+            assert_eq!(
+                at_once.find_matches(q),
+                one_by_one.find_matches(q),
+                "{name}: {q:?}"
+            );
+        }
+        assert_eq!(
+            at_once.find_matches(&[1, 2, 3, 4]),
+            answer(&[(W0, 3), (W1, 1)]),
+            "{name}"
+        );
+    }
+}

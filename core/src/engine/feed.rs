@@ -23,6 +23,21 @@ pub trait EventSink {
     /// Applies or queues one event, like [`Indexer::apply_event`].
     fn apply_event(&self, event: Event) -> Result<(), Error>;
 
+    /// Applies or queues events in order, like [`Indexer::apply_events`]; returns how many
+    /// were rejected (always 0 when they are queued). Every event is tried; only
+    /// [`Error::ShutDown`] stops early. The default applies them one by one.
+    fn apply_events(&self, events: Vec<Event>) -> Result<u64, Error> {
+        let mut rejected = 0;
+        for event in events {
+            match self.apply_event(event) {
+                Ok(()) => {}
+                Err(Error::ShutDown) => return Err(Error::ShutDown),
+                Err(_) => rejected += 1,
+            }
+        }
+        Ok(rejected)
+    }
+
     /// Applies or queues one worker's events as one batch at `offset`, like
     /// [`Indexer::apply_batch_at`]. The default refuses ([`Error::InvalidArgument`]): a sink
     /// that is not an indexer must implement it to take offset batches.
@@ -42,6 +57,13 @@ pub trait EventSink {
 impl EventSink for Indexer {
     fn apply_event(&self, event: Event) -> Result<(), Error> {
         Indexer::apply_event(self, event)
+    }
+
+    fn apply_events(&self, events: Vec<Event>) -> Result<u64, Error> {
+        match self.writer().submit_events(events) {
+            (_, Err(Error::ShutDown)) => Err(Error::ShutDown),
+            (rejected, _) => Ok(rejected),
+        }
     }
 
     fn apply_batch_at(
@@ -147,16 +169,8 @@ fn submit<S: EventSink + ?Sized>(
     if let Some(clear) = clear {
         indexer.apply_event(clear)?;
     }
-    for event in conversion.events {
-        match indexer.apply_event(event) {
-            Ok(()) => report.events_submitted += 1,
-            Err(Error::ShutDown) => return Err(Error::ShutDown),
-            Err(_) => {
-                report.events_submitted += 1;
-                report.events_rejected += 1;
-            }
-        }
-    }
+    report.events_submitted = conversion.events.len() as u64;
+    report.events_rejected = indexer.apply_events(conversion.events)?;
     Ok(report)
 }
 
