@@ -11,8 +11,12 @@
 //! answers: each worker's whole tier-depth vector must be one it had.
 //!
 //! The writer publishes how many writes are applied; a call that saw `before` at its start and
-//! `after` at its end can only have met the states `before..=after + 1` (the next write may
-//! be half applied). The states come from the reference model, replayed write by write.
+//! `after` at its end can only have met the states `before..=after + k`, where `k` is how
+//! many writes the writer hands over in one call (the next call may be half applied). With
+//! event threads the writer submits one write and flushes (`k = 1`); synchronously it hands
+//! consecutive events over [`EVENTS_PER_CALL`] at a time through `apply_events`, which applies
+//! a worker's consecutive events a few per change. The states come from the reference model,
+//! replayed write by write.
 
 mod common;
 
@@ -21,6 +25,10 @@ use std::sync::Arc;
 
 use common::{configs, reference_indexer};
 use kvidx::{Block, Event, Indexer, Tier, Worker, Write};
+
+/// Events per `apply_events` call of the synchronous writer: more than the few that one
+/// change of a worker takes, so calls hold several changes.
+const EVENTS_PER_CALL: usize = 6;
 
 /// A small deterministic generator (SplitMix64), so a failure can be replayed by its seed.
 struct Rng(u64);
@@ -213,6 +221,8 @@ fn run(
     let applied = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let checked = Arc::new(AtomicUsize::new(0));
+    let pooled = indexer.config().event_threads > 0;
+    let per_call = if pooled { 1 } else { EVENTS_PER_CALL };
     let handles: Vec<_> = (0..readers)
         .map(|r| {
             let (indexer, queries, states) = (
@@ -234,7 +244,8 @@ fn run(
                     let before = applied.load(Ordering::SeqCst);
                     let out = ask(&indexer, &queries[q], tiered);
                     let after = applied.load(Ordering::SeqCst);
-                    let met: Vec<Answer> = states[before..=(after + 1).min(states.len() - 1)]
+                    let met: Vec<Answer> = states
+                        [before..=(after + per_call).min(states.len() - 1)]
                         .iter()
                         .map(|s| s[q].clone())
                         .collect();
@@ -244,13 +255,29 @@ fn run(
             })
         })
         .collect();
-    let pooled = indexer.config().event_threads > 0;
-    for write in stream {
-        let _ = indexer.submit(write);
-        if pooled {
-            indexer.flush().expect("event threads alive");
+    let mut stream = stream.into_iter().peekable();
+    while let Some(write) = stream.next() {
+        match write {
+            Write::Event(first) if !pooled => {
+                let mut call = vec![first];
+                while call.len() < EVENTS_PER_CALL {
+                    match stream.next_if(|w| matches!(w, Write::Event(_))) {
+                        Some(Write::Event(event)) => call.push(event),
+                        _ => break,
+                    }
+                }
+                let n = call.len();
+                let _ = indexer.apply_events(call);
+                applied.fetch_add(n, Ordering::SeqCst);
+            }
+            write => {
+                let _ = indexer.submit(write);
+                if pooled {
+                    indexer.flush().expect("event threads alive");
+                }
+                applied.fetch_add(1, Ordering::SeqCst);
+            }
         }
-        applied.fetch_add(1, Ordering::SeqCst);
     }
     done.store(true, Ordering::Release);
     for handle in handles {
