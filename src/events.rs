@@ -37,6 +37,8 @@ pub unsafe extern "C" fn kvidx_apply_event(
 ///
 /// Otherwise the same as `kvidx_apply_event` on each in order; returns `KVIDX_OK` or the
 /// first non-OK status (in synchronous mode a rejected STORED does not stop later events).
+/// Consecutive events of one worker are applied a few at a time as one change of that worker:
+/// a concurrent lookup sees the worker as it was before or after each such group.
 /// `(NULL, 0)` is a valid empty batch.
 ///
 /// # Safety
