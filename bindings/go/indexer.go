@@ -76,7 +76,9 @@ func (ix *Indexer) ApplyEvent(ev Event) error {
 // ApplyEvents applies events in order with one library call. If any event is malformed (a bad
 // kind), none is applied and the error is returned. Otherwise the result is that of
 // ApplyEvent on each in order: nil or the first failure (in synchronous mode a rejected stored
-// event does not stop the events after it).
+// event does not stop the events after it). A worker's consecutive events are applied a few at
+// a time as one change of that worker, which makes one call cheaper per event than ApplyEvent
+// in a loop; a concurrent lookup sees the worker before or after each such group.
 func (ix *Indexer) ApplyEvents(events []Event) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
