@@ -1,6 +1,9 @@
 //! `find_matches` latency by query depth (16/128/1024/4096 blocks) and workers (1/16/256),
 //! for each fast backend. Every worker holds the whole queried chain, so every worker matches
-//! at full depth: the most work a query can cause for its size.
+//! at full depth: the most work a query can cause for its size. `find_matches_spread` has 256
+//! workers, registered in an order unrelated to their ids, each holding a prefix of its own
+//! length of one 128-block chain: answers of many depths that must be ordered by depth, then
+//! worker.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -64,5 +67,57 @@ fn find_matches(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, find_matches);
+/// 256 workers with ids in scrambled registration order, worker `w` holding the first
+/// `1 + w * 37 % 128` blocks of one 128-block chain.
+fn spread(backend: BackendKind) -> (Indexer, Vec<u64>) {
+    let indexer = Indexer::new(Config {
+        backend,
+        event_threads: 0,
+        ..Config::default()
+    })
+    .expect("valid config");
+    let locals: Vec<u64> = (0..128u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x55)
+        .collect();
+    let seqs = kvidx::hashing::seq_hashes(&locals);
+    let blocks: Vec<Block> = locals
+        .iter()
+        .zip(&seqs)
+        .map(|(l, s)| Block::new(*l, *s))
+        .collect();
+    for w in 0..256u64 {
+        let id = w.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40; // unrelated to the slot order
+        let len = 1 + (w as usize * 37) % 128;
+        indexer
+            .apply_event(Event::stored(
+                Worker::new(id, 0),
+                0,
+                None,
+                blocks[..len].to_vec(),
+            ))
+            .expect("valid event");
+    }
+    (indexer, locals)
+}
+
+fn find_matches_spread(c: &mut Criterion) {
+    for backend in [BackendKind::Positional, BackendKind::Radix] {
+        let mut group = c.benchmark_group(format!("find_matches_spread/{backend:?}"));
+        group
+            .sample_size(20)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(1));
+        let (indexer, query) = spread(backend);
+        let mut out = Vec::new();
+        group.bench_function("workers256/128", |b| {
+            b.iter(|| {
+                indexer.find_matches_into(black_box(&query), &mut out);
+                black_box(out.len())
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, find_matches, find_matches_spread);
 criterion_main!(benches);

@@ -241,4 +241,36 @@ mod tests {
         assert!(kept.is_empty());
         assert_eq!(dropped, vec![1, 2]);
     }
+
+    #[test]
+    fn split_matches_a_model_on_random_sorted_lists() {
+        let mut state = 0x5EED_u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let (mut kept, mut dropped) = (vec![], vec![]);
+        for _ in 0..2_000 {
+            // Both sizes from 0 to 80 over slots 0..100, so either list may be the longer.
+            let (la, lh) = (next(81), next(81));
+            let mut draw = |len: u64| {
+                let mut v: Vec<u32> = (0..len).map(|_| next(100) as u32).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            let active = draw(la);
+            let holders = draw(lh);
+            split_by(&active, &holders, &mut kept, &mut dropped);
+            let (want_kept, want_dropped): (Vec<u32>, Vec<u32>) =
+                active.iter().partition(|s| holders.contains(s));
+            assert_eq!(
+                (&kept, &dropped),
+                (&want_kept, &want_dropped),
+                "{active:?} by {holders:?}"
+            );
+        }
+    }
 }
