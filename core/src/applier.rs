@@ -5,13 +5,50 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::Backend;
 use crate::model::{
-    BatchOutcome, EventData, Outcome, RejectReason, ReplicaStats, Stats, Worker, Write,
+    BatchOutcome, Event, EventData, Outcome, RejectReason, ReplicaStats, Stats, Worker, Write,
 };
 
 /// Consecutive events of one worker applied as one change at most ([`Applier::apply_run`]):
 /// one lock of the worker and one change of its slot for several events, while a reader that
 /// meets the change in progress, and may wait for all of it, waits for a few events only.
 pub(crate) const MAX_RUN: usize = 4;
+
+/// Consecutive events of one worker gathered to be applied as one change
+/// ([`Applier::apply_run`]), at most [`MAX_RUN`] of them.
+#[derive(Debug, Default)]
+pub(crate) struct Run {
+    worker: Option<Worker>,
+    events: Vec<EventData>,
+}
+
+impl Run {
+    /// Whether an event of `worker` may join: the run is empty, or of that worker with room
+    /// left. When it may not, the caller applies and clears the run first.
+    pub(crate) fn takes(&self, worker: Worker) -> bool {
+        match self.worker {
+            None => true,
+            Some(w) => w == worker && self.events.len() < MAX_RUN,
+        }
+    }
+
+    /// Adds an event the run [`takes`](Run::takes).
+    pub(crate) fn push(&mut self, event: Event) {
+        debug_assert!(self.takes(event.worker));
+        self.worker = Some(event.worker);
+        self.events.push(event.data);
+    }
+
+    /// Whether the run has no event.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.worker.is_none()
+    }
+
+    /// Empties the run, keeping its buffer.
+    pub(crate) fn clear(&mut self) {
+        self.worker = None;
+        self.events.clear();
+    }
+}
 
 /// A backend plus the counters that every way of applying writes shares.
 pub(crate) struct Applier {
@@ -103,15 +140,14 @@ impl Applier {
         }
     }
 
-    /// Applies consecutive events of one worker (at most [`MAX_RUN`]) as one plain batch,
-    /// counting them: how many were rejected, and the first rejection's reason.
-    pub(crate) fn apply_run(
-        &self,
-        worker: Worker,
-        events: &[EventData],
-    ) -> (u64, Option<RejectReason>) {
-        debug_assert!(events.len() <= MAX_RUN);
-        let (_, rejected, first) = self.apply_counted(worker, None, events);
+    /// Applies a run as one plain batch (one change of its worker), counting its events: how
+    /// many were rejected, and the first rejection's reason (nothing for an empty run). The
+    /// run is left as it was; the caller clears it.
+    pub(crate) fn apply_run(&self, run: &Run) -> (u64, Option<RejectReason>) {
+        let Some(worker) = run.worker else {
+            return (0, None);
+        };
+        let (_, rejected, first) = self.apply_counted(worker, None, &run.events);
         (rejected, first)
     }
 

@@ -19,8 +19,8 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::applier::{Applier, MAX_RUN};
-use crate::model::{Event, EventData, Worker, Write};
+use crate::applier::{Applier, Run};
+use crate::model::Write;
 use crate::Error;
 
 /// One unit of work for an event thread.
@@ -215,29 +215,13 @@ impl Drop for EventPool {
 /// Jobs an event thread takes from its queue before it applies what it has gathered.
 const DRAIN: usize = 64;
 
-/// Consecutive events of one worker taken from the queue (at most [`MAX_RUN`]), applied as
-/// one change of the worker instead of one by one.
+/// The run an event thread has gathered from its queue, and the queued writes and bytes it
+/// stands for, returned to the queue's bound once it is applied.
 #[derive(Default)]
-struct Run {
-    worker: Option<Worker>,
-    events: Vec<EventData>,
-    /// Queued writes and bytes the run stands for, returned to the bound once applied.
+struct Pending {
+    run: Run,
     writes: usize,
     bytes: usize,
-}
-
-impl Run {
-    /// Adds an event; the caller applies the run first if it is of another worker.
-    fn push(&mut self, event: Event, bytes: usize) {
-        self.worker = Some(event.worker);
-        self.events.push(event.data);
-        self.writes += 1;
-        self.bytes += bytes;
-    }
-
-    fn is_of(&self, worker: Worker) -> bool {
-        self.worker == Some(worker)
-    }
 }
 
 /// Applies `f` unless the pool has failed; a panic in it marks the pool failed (a bug that
@@ -248,38 +232,40 @@ fn guarded(failed: &AtomicBool, f: impl FnOnce()) {
     }
 }
 
-/// Applies and empties the run, then returns its room to the bound.
-fn apply_run(applier: &Applier, run: &mut Run, bound: &Bound, failed: &AtomicBool) {
-    let Some(worker) = run.worker.take() else {
+/// Applies and empties the pending run, then returns its room to the bound.
+fn apply_pending(applier: &Applier, pending: &mut Pending, bound: &Bound, failed: &AtomicBool) {
+    if pending.run.is_empty() {
         return;
-    };
+    }
     guarded(failed, || {
-        applier.apply_run(worker, &run.events);
+        applier.apply_run(&pending.run);
     });
-    run.events.clear();
+    pending.run.clear();
     bound.release_many(
-        std::mem::take(&mut run.writes),
-        std::mem::take(&mut run.bytes),
+        std::mem::take(&mut pending.writes),
+        std::mem::take(&mut pending.bytes),
     );
 }
 
 /// An event thread: takes up to [`DRAIN`] jobs at a time from its queue and applies them in
-/// order, consecutive events of one worker as one [`Run`].
+/// order, consecutive events of one worker as one [`Run`] (see [`Run::takes`]).
 fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &AtomicBool) {
-    let mut run = Run::default();
+    let mut pending = Pending::default();
     while let Ok(first) = jobs.recv() {
         let mut next = Some(first);
         let mut taken = 0;
         while let Some(job) = next.take() {
             match job {
                 Job::Write(Write::Event(event), bytes) => {
-                    if !run.is_of(event.worker) || run.events.len() >= MAX_RUN {
-                        apply_run(applier, &mut run, bound, failed);
+                    if !pending.run.takes(event.worker) {
+                        apply_pending(applier, &mut pending, bound, failed);
                     }
-                    run.push(event, bytes);
+                    pending.run.push(event);
+                    pending.writes += 1;
+                    pending.bytes += bytes;
                 }
                 Job::Write(write, bytes) => {
-                    apply_run(applier, &mut run, bound, failed);
+                    apply_pending(applier, &mut pending, bound, failed);
                     guarded(failed, || {
                         applier.apply(&write);
                     });
@@ -287,7 +273,7 @@ fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &A
                     bound.release_many(1, bytes);
                 }
                 Job::Barrier(ack) => {
-                    apply_run(applier, &mut run, bound, failed);
+                    apply_pending(applier, &mut pending, bound, failed);
                     let status = if failed.load(Ordering::Acquire) {
                         Err(Error::ShutDown)
                     } else {
@@ -301,7 +287,7 @@ fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &A
                 next = jobs.try_recv().ok();
             }
         }
-        apply_run(applier, &mut run, bound, failed);
+        apply_pending(applier, &mut pending, bound, failed);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::applier::{Applier, MAX_RUN};
+use crate::applier::{Applier, Run};
 use crate::model::{BatchOutcome, Event, EventData, Outcome, RejectReason, Worker, Write};
 use crate::pool::EventPool;
 use crate::Error;
@@ -51,8 +51,8 @@ impl Writer {
 
     /// Applies (inline) or queues (pooled) events in order; every event is tried. Returns
     /// how many were rejected (inline; queued ones are never counted here) and the first
-    /// error. Inline, consecutive events of one worker are applied in runs of at most
-    /// [`MAX_RUN`] as one change each; pooled, the event threads do the same.
+    /// error. Inline, consecutive events of one worker are gathered into [`Run`]s, each
+    /// applied as one change; pooled, the event threads do the same.
     pub(crate) fn submit_events(
         &self,
         events: impl IntoIterator<Item = Event>,
@@ -69,10 +69,9 @@ impl Writer {
                 }
             }
             Writer::Inline(applier) => {
-                let mut run: Vec<EventData> = Vec::with_capacity(MAX_RUN);
-                let mut worker = None;
-                let mut apply = |worker: Worker, run: &mut Vec<EventData>| {
-                    let (refused, reason) = applier.apply_run(worker, run);
+                let mut run = Run::default();
+                let mut apply = |run: &mut Run| {
+                    let (refused, reason) = applier.apply_run(run);
                     run.clear();
                     rejected += refused;
                     if first_error.is_ok() {
@@ -80,17 +79,12 @@ impl Writer {
                     }
                 };
                 for event in events {
-                    if let Some(previous) = worker {
-                        if previous != event.worker || run.len() == MAX_RUN {
-                            apply(previous, &mut run);
-                        }
+                    if !run.takes(event.worker) {
+                        apply(&mut run);
                     }
-                    worker = Some(event.worker);
-                    run.push(event.data);
+                    run.push(event);
                 }
-                if let Some(worker) = worker {
-                    apply(worker, &mut run);
-                }
+                apply(&mut run);
             }
         }
         (rejected, first_error)
