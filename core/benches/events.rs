@@ -21,16 +21,29 @@ fn indexer(backend: BackendKind) -> Indexer {
     .expect("valid config")
 }
 
-fn chain() -> Vec<Block> {
-    let locals: Vec<u64> = (0..CHAIN as u64)
-        .map(|i| i.wrapping_mul(0x2545_f491) ^ 7)
-        .collect();
-    let seqs = kvidx::hashing::seq_hashes(&locals);
+/// A synchronous indexer where `worker` holds `blocks` (one Stored).
+fn holding(backend: BackendKind, worker: Worker, blocks: &[Block]) -> Indexer {
+    let idx = indexer(backend);
+    idx.apply_event(Event::stored(worker, 0, None, blocks.to_vec()))
+        .expect("valid event");
+    idx
+}
+
+/// Blocks of these local hashes, with the contract's sequence hashes.
+fn blocks_of(locals: &[u64]) -> Vec<Block> {
+    let seqs = kvidx::hashing::seq_hashes(locals);
     locals
         .iter()
         .zip(seqs)
         .map(|(l, s)| Block::new(*l, s))
         .collect()
+}
+
+fn chain() -> Vec<Block> {
+    let locals: Vec<u64> = (0..CHAIN as u64)
+        .map(|i| i.wrapping_mul(0x2545_f491) ^ 7)
+        .collect();
+    blocks_of(&locals)
 }
 
 fn store_and_remove(c: &mut Criterion) {
@@ -63,12 +76,7 @@ fn store_and_remove(c: &mut Criterion) {
         // One single-block Removed per block, tail first (as LRU eviction does).
         group.bench_function("remove_per_block", |b| {
             b.iter_batched(
-                || {
-                    let idx = indexer(backend);
-                    idx.apply_event(Event::stored(worker, 0, None, blocks.clone()))
-                        .expect("valid event");
-                    idx
-                },
+                || holding(backend, worker, &blocks),
                 |idx| {
                     for (i, block) in blocks.iter().enumerate().rev() {
                         idx.apply_event(Event::removed(worker, i as u64 + 1, vec![block.seq_hash]))
@@ -84,9 +92,7 @@ fn store_and_remove(c: &mut Criterion) {
         group.bench_function("remove_per_block_apply_events", |b| {
             b.iter_batched(
                 || {
-                    let idx = indexer(backend);
-                    idx.apply_event(Event::stored(worker, 0, None, blocks.clone()))
-                        .expect("valid event");
+                    let idx = holding(backend, worker, &blocks);
                     // The calls are built outside the timing (the one-by-one loop builds
                     // one event per call inside it, as a caller would).
                     let events: Vec<Event> = blocks
@@ -126,12 +132,7 @@ fn remove_spread(c: &mut Criterion) {
             let locals: Vec<u64> = (0..SPREAD_CHAIN as u64)
                 .map(|i| (w << 32 | i).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 7)
                 .collect();
-            let seqs = kvidx::hashing::seq_hashes(&locals);
-            locals
-                .iter()
-                .zip(seqs)
-                .map(|(l, s)| Block::new(*l, s))
-                .collect()
+            blocks_of(&locals)
         })
         .collect();
     for backend in [BackendKind::Positional, BackendKind::Radix] {

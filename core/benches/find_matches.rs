@@ -14,23 +14,35 @@ use kvidx::{BackendKind, Block, Config, Event, Indexer, Worker};
 const DEPTHS: [usize; 4] = [16, 128, 1024, 4096];
 const WORKERS: [u64; 3] = [1, 16, 256];
 
-/// A synchronous indexer where `workers` workers hold the same chain of `depth` blocks.
-fn loaded(backend: BackendKind, workers: u64, depth: usize) -> (Indexer, Vec<u64>) {
-    let indexer = Indexer::new(Config {
+/// An empty synchronous indexer.
+fn indexer(backend: BackendKind) -> Indexer {
+    Indexer::new(Config {
         backend,
         event_threads: 0,
         ..Config::default()
     })
-    .expect("valid config");
+    .expect("valid config")
+}
+
+/// A chain of `depth` blocks: its local hashes and its blocks (with the contract's sequence
+/// hashes).
+fn chain(depth: usize) -> (Vec<u64>, Vec<Block>) {
     let locals: Vec<u64> = (0..depth as u64)
         .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x55)
         .collect();
     let seqs = kvidx::hashing::seq_hashes(&locals);
-    let blocks: Vec<Block> = locals
+    let blocks = locals
         .iter()
         .zip(&seqs)
         .map(|(l, s)| Block::new(*l, *s))
         .collect();
+    (locals, blocks)
+}
+
+/// A synchronous indexer where `workers` workers hold the same chain of `depth` blocks.
+fn loaded(backend: BackendKind, workers: u64, depth: usize) -> (Indexer, Vec<u64>) {
+    let indexer = indexer(backend);
+    let (locals, blocks) = chain(depth);
     for w in 0..workers {
         indexer
             .apply_event(Event::stored(Worker::new(w, 0), 0, None, blocks.clone()))
@@ -70,21 +82,8 @@ fn find_matches(c: &mut Criterion) {
 /// 256 workers with ids in scrambled registration order, worker `w` holding the first
 /// `1 + w * 37 % 128` blocks of one 128-block chain.
 fn spread(backend: BackendKind) -> (Indexer, Vec<u64>) {
-    let indexer = Indexer::new(Config {
-        backend,
-        event_threads: 0,
-        ..Config::default()
-    })
-    .expect("valid config");
-    let locals: Vec<u64> = (0..128u64)
-        .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x55)
-        .collect();
-    let seqs = kvidx::hashing::seq_hashes(&locals);
-    let blocks: Vec<Block> = locals
-        .iter()
-        .zip(&seqs)
-        .map(|(l, s)| Block::new(*l, *s))
-        .collect();
+    let indexer = indexer(backend);
+    let (locals, blocks) = chain(128);
     for w in 0..256u64 {
         let id = w.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40; // unrelated to the slot order
         let len = 1 + (w as usize * 37) % 128;
