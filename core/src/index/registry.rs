@@ -1,7 +1,8 @@
 //! The worker registry: per-worker state behind a mutex, and slot numbers for readers.
 //!
 //! Each known worker owns a small integer *slot*. Index structures store slots, not workers;
-//! readers turn a slot back into a worker with [`Registry::snapshot`] without taking a lock.
+//! readers turn a slot back into a worker without taking a lock ([`Registry::worker_at`],
+//! checked against the slot's version with [`Registry::owner_if_unchanged`]).
 //! A worker's state is changed only under its mutex, so events of one worker applied from
 //! several threads at once are serialised, and a removal never races an event of the same
 //! worker into a half-purged state.

@@ -10,7 +10,7 @@
 //! their own locks, while a worker's events may be half applied and slots are recycled. To
 //! answer exactly anyway, a query runs in four steps:
 //! 1. read the holders of the query's first block: the workers that may match at all;
-//! 2. take a [`SlotSnapshot`] of each (its worker and version);
+//! 2. note each one's slot version ([`Registry::version`]);
 //! 3. run the backend's search, which reads the first block's holders again and reports a
 //!    depth per slot;
 //! 4. keep a slot's depth if its version is even and unchanged since step 2: then the search
