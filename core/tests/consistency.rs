@@ -255,6 +255,11 @@ fn run(
             })
         })
         .collect();
+    // The readers are running before the first write (on a loaded machine a short stream
+    // could otherwise be written before any reader is scheduled, and nothing checked).
+    while checked.load(Ordering::Relaxed) < readers {
+        std::thread::yield_now();
+    }
     let mut stream = stream.into_iter().peekable();
     while let Some(write) = stream.next() {
         match write {
