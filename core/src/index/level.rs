@@ -1,36 +1,156 @@
 //! One position of the positional index: each prefix identity seen there and the sorted set
 //! of worker slots holding it, in 16 bytes per identity.
 //!
-//! A holder set is 8 bytes in the map: up to two slots inline, or the number of a spilled set
-//! kept in the level's own list (a block held by more than two workers). Spilled sets are
-//! boxed `[len, slots.., spare..]` slices, reused through a free list.
+//! The identities live in one flat open-addressing table of 16-byte entries (the identity and
+//! two inline slots side by side, linear probing, removals shift later entries back instead of
+//! leaving tombstones), so that a lookup usually reads one cache line: a general-purpose map
+//! keeps its control bytes apart from its entries and costs two. The table grows at 3/4 full
+//! and shrinks when it falls below 1/8, so its size follows what it holds.
+//!
+//! An entry's holder set is up to two slots inline, or the number of a spilled set kept in the
+//! level's own list (a block held by more than two workers). Spilled sets are boxed
+//! `[len, slots.., spare..]` slices, reused through a free list.
 
-use rustc_hash::FxHashMap;
-
-/// An unused inline place (slots are numbered from 0 and stay far below).
+/// An unused inline place (slots are numbered from 0 and stay far below). An entry whose
+/// first place is this one is vacant.
 const EMPTY: u32 = u32::MAX;
 
 /// In the first place: the second is the number of a spilled set.
 const SPILLED: u32 = u32::MAX - 1;
 
+/// The smallest table allocated.
+const MIN_CAPACITY: usize = 16;
+
+/// One identity and its holders (vacant when `slots[0]` is [`EMPTY`]).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    identity: u64,
+    /// Two sorted slots (then [`EMPTY`]), or [`SPILLED`] and a number in `Level::spilled`.
+    slots: [u32; 2],
+}
+
+const VACANT: Entry = Entry {
+    identity: 0,
+    slots: [EMPTY; 2],
+};
+
+impl Entry {
+    #[inline]
+    fn is_vacant(&self) -> bool {
+        self.slots[0] == EMPTY
+    }
+}
+
 /// What a level holds (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Level {
-    /// Identity -> two sorted slots (then [`EMPTY`]), or [`SPILLED`] and a number in `spilled`.
-    holders: FxHashMap<u64, [u32; 2]>,
+    /// The table: empty, or a power of two entries.
+    entries: Box<[Entry]>,
+    /// Entries in use.
+    len: usize,
     /// Sets of more than two slots: `[len, slots[..len], spare]`.
     spilled: Vec<Box<[u32]>>,
     /// Numbers of `spilled` free for reuse.
     free: Vec<u32>,
 }
 
+/// Where an identity's probe starts in a table of `mask + 1` entries (identities are hashes,
+/// but tests use small integers: a multiply spreads them over the high bits, which are kept).
+#[inline]
+fn home(identity: u64, mask: usize) -> usize {
+    let spread = identity.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (spread >> 32) as usize & mask
+}
+
 impl Level {
+    /// The index of `identity`'s entry, if it has one.
+    #[inline]
+    fn find(&self, identity: u64) -> Option<usize> {
+        let mask = self.entries.len().checked_sub(1)?;
+        let mut at = home(identity, mask);
+        loop {
+            let entry = &self.entries[at];
+            if entry.is_vacant() {
+                return None;
+            }
+            if entry.identity == identity {
+                return Some(at);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The index of `identity`'s entry, made (vacant but claimed: its identity set) if it had
+    /// none. The caller fills its slots at once.
+    fn find_or_claim(&mut self, identity: u64) -> usize {
+        if (self.len + 1) * 4 > self.entries.len() * 3 {
+            self.resize((self.entries.len() * 2).max(MIN_CAPACITY));
+        }
+        let mask = self.entries.len() - 1;
+        let mut at = home(identity, mask);
+        loop {
+            let entry = &mut self.entries[at];
+            if entry.is_vacant() {
+                entry.identity = identity;
+                self.len += 1;
+                return at;
+            }
+            if entry.identity == identity {
+                return at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Moves every entry into a table of `capacity` entries (a power of two, above `len`).
+    fn resize(&mut self, capacity: usize) {
+        debug_assert!(capacity.is_power_of_two() && capacity > self.len);
+        let old = std::mem::replace(&mut self.entries, vec![VACANT; capacity].into_boxed_slice());
+        let mask = capacity - 1;
+        for entry in old.iter().filter(|e| !e.is_vacant()) {
+            let mut at = home(entry.identity, mask);
+            while !self.entries[at].is_vacant() {
+                at = (at + 1) & mask;
+            }
+            self.entries[at] = *entry;
+        }
+    }
+
+    /// Empties the entry at `at`, shifting back the entries after it that probed past it,
+    /// and shrinks the table when it has become mostly empty.
+    fn vacate(&mut self, at: usize) {
+        let mask = self.entries.len() - 1;
+        let mut hole = at;
+        let mut next = (at + 1) & mask;
+        loop {
+            let entry = self.entries[next];
+            if entry.is_vacant() {
+                break;
+            }
+            // The entry may fill the hole if the hole lies on its probe path: between its
+            // home and where it is now (cyclically).
+            let from_home = next.wrapping_sub(home(entry.identity, mask)) & mask;
+            if from_home >= next.wrapping_sub(hole) & mask {
+                self.entries[hole] = entry;
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.entries[hole] = VACANT;
+        self.len -= 1;
+        if self.len == 0 {
+            self.entries = Box::default();
+        } else if self.len * 8 < self.entries.len() && self.entries.len() > MIN_CAPACITY {
+            self.resize((self.len * 2).next_power_of_two().max(MIN_CAPACITY));
+        }
+    }
+
     /// The sorted slots holding `identity` here (empty if none).
     #[inline]
     pub(crate) fn holders(&self, identity: u64) -> &[u32] {
-        match self.holders.get(&identity) {
+        match self.find(identity) {
             None => &[],
-            Some(inline) => self.slots(inline),
+            Some(at) => self.slots(&self.entries[at].slots),
         }
     }
 
@@ -49,10 +169,11 @@ impl Level {
     /// Adds `slot` to the holders of `identity`.
     pub(crate) fn insert(&mut self, identity: u64, slot: u32) {
         debug_assert!(slot < SPILLED);
-        let inline = self.holders.entry(identity).or_insert([EMPTY; 2]);
+        let at = self.find_or_claim(identity);
+        let inline = &mut self.entries[at].slots;
         match *inline {
-            [SPILLED, at] => {
-                let set = &mut self.spilled[at as usize];
+            [SPILLED, set] => {
+                let set = &mut self.spilled[set as usize];
                 let len = set[0] as usize;
                 let Err(place) = set[1..=len].binary_search(&slot) else {
                     return;
@@ -76,29 +197,30 @@ impl Level {
                 let mut three = [a, b, slot];
                 three.sort_unstable();
                 set[1..4].copy_from_slice(&three);
-                let at = match self.free.pop() {
-                    Some(at) => {
-                        self.spilled[at as usize] = set;
-                        at
+                let number = match self.free.pop() {
+                    Some(number) => {
+                        self.spilled[number as usize] = set;
+                        number
                     }
                     None => {
                         self.spilled.push(set);
                         (self.spilled.len() - 1) as u32
                     }
                 };
-                *inline = [SPILLED, at];
+                self.entries[at].slots = [SPILLED, number];
             }
         }
     }
 
     /// Removes `slot` from the holders of `identity`, and the identity when none is left.
     pub(crate) fn remove(&mut self, identity: u64, slot: u32) {
-        let Some(inline) = self.holders.get_mut(&identity) else {
+        let Some(at) = self.find(identity) else {
             return;
         };
+        let inline = &mut self.entries[at].slots;
         match *inline {
-            [SPILLED, at] => {
-                let set = &mut self.spilled[at as usize];
+            [SPILLED, number] => {
+                let set = &mut self.spilled[number as usize];
                 let len = set[0] as usize;
                 let Ok(place) = set[1..=len].binary_search(&slot) else {
                     return;
@@ -109,15 +231,13 @@ impl Level {
                 let len = len - 1;
                 if len == 2 {
                     *inline = [set[1], set[2]];
-                    self.spilled[at as usize] = Box::default();
-                    self.free.push(at);
+                    self.spilled[number as usize] = Box::default();
+                    self.free.push(number);
                 } else if 4 * len < set.len() {
                     *set = set[..=2 * len].into();
                 }
             }
-            [a, EMPTY] if a == slot => {
-                self.holders.remove(&identity);
-            }
+            [a, EMPTY] if a == slot => self.vacate(at),
             [a, b] if a == slot => *inline = [b, EMPTY],
             [a, b] if b == slot => *inline = [a, EMPTY],
             _ => {}
@@ -127,15 +247,16 @@ impl Level {
     /// Identities with holders.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.holders.len()
+        self.len
     }
 
     /// Every identity and its holders.
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &[u32])> {
-        self.holders
+        self.entries
             .iter()
-            .map(|(&id, inline)| (id, self.slots(inline)))
+            .filter(|e| !e.is_vacant())
+            .map(|e| (e.identity, self.slots(&e.slots)))
     }
 }
 
@@ -145,7 +266,7 @@ mod tests {
 
     #[test]
     fn holder_sets_match_a_model_through_spills_and_reuse() {
-        assert_eq!(std::mem::size_of::<(u64, [u32; 2])>(), 16);
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
         let mut level = Level::default();
         let mut model: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
         let mut state = 7u64;
@@ -177,5 +298,70 @@ mod tests {
         }
         let live = level.spilled.len() - level.free.len();
         assert_eq!(live, model.values().filter(|s| s.len() > 2).count());
+    }
+
+    #[test]
+    fn the_table_matches_a_model_while_it_grows_shifts_and_shrinks() {
+        let mut level = Level::default();
+        let mut model: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
+        let mut state = 11u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state >> 16
+        };
+        let mut largest = 0;
+        // Three phases: fill to thousands of identities, churn, drain to nothing.
+        for (steps, insert_percent) in [(30_000, 80), (30_000, 50), (60_000, 5)] {
+            for step in 0..steps {
+                let r = next();
+                // Identities from a wide range (hashes) and a narrow one (clustered homes).
+                let identity = if r % 2 == 0 { r >> 8 } else { (r >> 8) % 4_096 };
+                let slot = ((r >> 40) % 3) as u32;
+                if r % 100 < insert_percent {
+                    level.insert(identity, slot);
+                    let set = model.entry(identity).or_default();
+                    if let Err(at) = set.binary_search(&slot) {
+                        set.insert(at, slot);
+                    }
+                } else {
+                    // Mostly remove something held, so removals keep up with insertions.
+                    let identity = match model.range(identity..).next() {
+                        Some((&held, _)) if r % 8 != 0 => held,
+                        _ => identity,
+                    };
+                    level.remove(identity, slot);
+                    if let Some(set) = model.get_mut(&identity) {
+                        set.retain(|&s| s != slot);
+                        if set.is_empty() {
+                            model.remove(&identity);
+                        }
+                    }
+                }
+                largest = largest.max(level.entries.len());
+                if step % 997 == 0 {
+                    assert_eq!(level.len(), model.len());
+                    for (&identity, set) in &model {
+                        assert_eq!(level.holders(identity), set.as_slice(), "step {step}");
+                    }
+                    let mut seen: Vec<_> = level.iter().map(|(id, s)| (id, s.to_vec())).collect();
+                    seen.sort();
+                    let expected: Vec<_> = model.iter().map(|(&id, s)| (id, s.clone())).collect();
+                    assert_eq!(seen, expected);
+                    assert!(level.len() * 4 <= level.entries.len() * 3);
+                }
+            }
+        }
+        assert!(largest >= 4_096, "the table grew to {largest} entries only");
+        // Nothing held: the table gives its memory back.
+        for (&identity, set) in model.clone().iter() {
+            for &slot in set {
+                level.remove(identity, slot);
+            }
+        }
+        assert_eq!(level.len(), 0);
+        assert_eq!(level.entries.len(), 0);
+        assert_eq!(level.holders(1), &[] as &[u32]);
     }
 }
