@@ -416,9 +416,13 @@ impl WorkerBlocks for PositionalIndex {
     }
 
     /// Jumps over a worker with orphans cannot be trusted: tell readers.
+    /// Stored only when it changes (the change holder is its only writer), so that a change
+    /// leaves the line readers poll alone.
     fn after_change(&self, state: &WorkerState, info: &SlotInfo) {
-        info.jumps_unsafe
-            .store(state.records.orphans() > 0, Ordering::Release);
+        let unsafe_now = state.records.orphans() > 0;
+        if info.jumps_unsafe.load(Ordering::Relaxed) != unsafe_now {
+            info.jumps_unsafe.store(unsafe_now, Ordering::Release);
+        }
     }
 
     fn export_state(&self, state: &WorkerState, exporter: &mut Exporter) {

@@ -27,20 +27,34 @@ use super::tiers::TierActivity;
 use crate::model::Worker;
 
 /// What readers may know of a slot without locking.
+///
+/// The fields every answer reads and writers seldom change (owner, jump safety) come first,
+/// on a cache line of their own; those every change writes (version, touch records) follow on
+/// the next ones, so that a change does not take the owner's line away from a reading core.
 #[derive(Default)]
+#[repr(C, align(64))]
 pub(crate) struct SlotInfo {
     worker_id: AtomicU64,
     dp_rank: AtomicU32,
-    /// See the module docs: odd while changing or free, even while stable.
-    version: AtomicU64,
     /// Set once the slot's worker is removed and purged, cleared when the slot is reused.
     free: AtomicBool,
-    /// What the latest change has touched so far (see [`Touches`]).
-    touches: Touches,
     /// Set by the positional index when a jump over this worker's blocks cannot be trusted
     /// (it holds a block whose parent it does not hold). Written with `Release` inside a
-    /// change, so a reader that sees a new value also sees the version move.
+    /// change, and only when it changes, so a reader that sees a new value also sees the
+    /// version move.
     pub(crate) jumps_unsafe: AtomicBool,
+    /// What changes write, from the next cache line on.
+    hot: ChangedFields,
+}
+
+/// The fields of a [`SlotInfo`] that every change writes.
+#[derive(Default)]
+#[repr(C, align(64))]
+struct ChangedFields {
+    /// See the module docs: odd while changing or free, even while stable.
+    version: AtomicU64,
+    /// What the latest change has touched so far (see [`Touches`]).
+    touches: Touches,
 }
 
 /// Touch records a slot keeps: its latest touches, over however many changes they span.
@@ -126,19 +140,19 @@ impl Touches {
 impl SlotInfo {
     /// Marks the start of a change: the version becomes odd (a removal touches everything).
     fn begin_change(&self, touches_everything: bool) {
-        let before = self.version.fetch_add(1, Ordering::AcqRel);
+        let before = self.hot.version.fetch_add(1, Ordering::AcqRel);
         debug_assert!(before % 2 == 0, "changes of one slot do not overlap");
         // Whatever this change writes next is ordered after the version move for a reader
         // that reads it and then fences (a seqlock writer).
         fence(Ordering::Release);
         if touches_everything {
-            self.touches.record(before + 1, EVERYTHING, 0);
+            self.hot.touches.record(before + 1, EVERYTHING, 0);
         }
     }
 
     /// Marks the end of a change: the version becomes even again.
     fn end_change(&self) {
-        self.version.fetch_add(1, Ordering::Release);
+        self.hot.version.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -214,8 +228,8 @@ impl<S: Default> Registry<S> {
             .pop()
             .unwrap_or_else(|| self.next_slot.fetch_add(1, Ordering::Relaxed));
         let info = self.slots.get_or_alloc(slot as usize);
-        if info.version.load(Ordering::Relaxed) == 0 {
-            info.version.store(1, Ordering::Relaxed); // a new slot starts as a free one
+        if info.hot.version.load(Ordering::Relaxed) == 0 {
+            info.hot.version.store(1, Ordering::Relaxed); // a new slot starts as a free one
         }
         // A reader that reads the new owner (and then fences) also sees everything before
         // this point, the removal that freed the slot among it: its quiet check then fails.
@@ -342,9 +356,10 @@ impl<S: Default> Registry<S> {
     #[inline]
     pub(crate) fn touch(&self, slot: u32, position: u32, local: u64) {
         if let Some(info) = self.slots.get(slot as usize) {
-            let change = info.version.load(Ordering::Relaxed);
+            let change = info.hot.version.load(Ordering::Relaxed);
             debug_assert!(change % 2 == 1, "touches happen inside a change");
-            info.touches
+            info.hot
+                .touches
                 .record(change, position.min(EVERYTHING - 1), local);
         }
     }
@@ -363,7 +378,7 @@ impl<S: Default> Registry<S> {
         reach: u32,
     ) -> Option<Worker> {
         let info = self.slots.get(slot as usize)?;
-        let now = info.version.load(Ordering::Acquire);
+        let now = info.hot.version.load(Ordering::Acquire);
         let first = version | 1; // the first change that may overlap
         if now < first {
             return None; // unchanged: `owner_if_unchanged`'s case, or not a version noted
@@ -372,6 +387,7 @@ impl<S: Default> Registry<S> {
         let changes = ((now - first) / 2 + 1).min(u64::from(u32::MAX)) as u32;
         // A removal touches everything, so a slot reused by another worker never passes.
         if info
+            .hot
             .touches
             .may_have_touched(change_number(first), changes, query, reach)
         {
@@ -382,7 +398,7 @@ impl<S: Default> Registry<S> {
             info.dp_rank.load(Ordering::Relaxed),
         );
         fence(Ordering::Acquire);
-        (info.version.load(Ordering::Relaxed) == now).then_some(worker)
+        (info.hot.version.load(Ordering::Relaxed) == now).then_some(worker)
     }
 
     /// A slot's version, read before a reader reads the index about it.
@@ -391,6 +407,7 @@ impl<S: Default> Registry<S> {
         Some(
             self.slots
                 .get(slot as usize)?
+                .hot
                 .version
                 .load(Ordering::Acquire),
         )
@@ -401,7 +418,7 @@ impl<S: Default> Registry<S> {
     #[inline]
     pub(crate) fn version_unless_free(&self, slot: u32) -> Option<u64> {
         let info = self.slots.get(slot as usize)?;
-        let version = info.version.load(Ordering::Acquire);
+        let version = info.hot.version.load(Ordering::Acquire);
         (version % 2 == 0 || !info.free.load(Ordering::Acquire)).then_some(version)
     }
 
@@ -415,7 +432,7 @@ impl<S: Default> Registry<S> {
             info.dp_rank.load(Ordering::Relaxed),
         );
         fence(Ordering::Acquire);
-        (version % 2 == 0 && info.version.load(Ordering::Relaxed) == version).then_some(worker)
+        (version % 2 == 0 && info.hot.version.load(Ordering::Relaxed) == version).then_some(worker)
     }
 
     /// Whose a slot is (valid only if its version, read before, is unchanged after).
@@ -436,7 +453,7 @@ impl<S: Default> Registry<S> {
         let info = self.slots.get(slot as usize)?;
         let mut waits = 0u32;
         loop {
-            let version = info.version.load(Ordering::Acquire);
+            let version = info.hot.version.load(Ordering::Acquire);
             if version % 2 == 1 {
                 if info.free.load(Ordering::Acquire) {
                     return None;
@@ -472,7 +489,7 @@ impl<S: Default> Registry<S> {
             && self
                 .slots
                 .get(snapshot.slot as usize)
-                .is_some_and(|info| info.version.load(Ordering::Relaxed) == snapshot.version)
+                .is_some_and(|info| info.hot.version.load(Ordering::Relaxed) == snapshot.version)
     }
 
     /// Whether the worker is known now.
