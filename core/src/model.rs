@@ -368,7 +368,7 @@ pub fn sort_tiered_matches(matches: &mut [TieredMatch]) {
 /// Sorts matches in the contract's order: depth descending, then worker id, then dp rank.
 ///
 /// Each match packs into one 128-bit key that holds all of it, so the keys are sorted as
-/// plain integers (on the stack for up to [`SORT_ON_STACK`] matches) and written back: about
+/// plain integers (on the stack for up to 128 matches) and written back: about
 /// half the time of sorting the matches through a key function, which rebuilds both keys
 /// at every comparison.
 pub fn sort_matches(matches: &mut [Match]) {
