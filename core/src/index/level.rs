@@ -63,55 +63,40 @@ fn home(identity: u64, mask: usize) -> usize {
 }
 
 impl Level {
-    /// The index of `identity`'s entry, if it has one.
+    /// Where `identity`'s probe ends in the (non-empty) table: `Ok` at its entry, `Err` at
+    /// the vacant entry that ends the probe.
     #[inline]
-    fn find(&self, identity: u64) -> Option<usize> {
-        let mask = self.entries.len().checked_sub(1)?;
+    fn probe(&self, identity: u64) -> Result<usize, usize> {
+        let mask = self.entries.len() - 1;
         let mut at = home(identity, mask);
         loop {
             let entry = &self.entries[at];
             if entry.is_vacant() {
-                return None;
+                return Err(at);
             }
             if entry.identity == identity {
-                return Some(at);
+                return Ok(at);
             }
             at = (at + 1) & mask;
         }
     }
 
-    /// The index of `identity`'s entry, made (vacant but claimed: its identity set) if it had
-    /// none. The caller fills its slots at once.
-    fn find_or_claim(&mut self, identity: u64) -> usize {
-        if (self.len + 1) * 4 > self.entries.len() * 3 {
-            self.resize((self.entries.len() * 2).max(MIN_CAPACITY));
+    /// The index of `identity`'s entry, if it has one.
+    #[inline]
+    fn find(&self, identity: u64) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
         }
-        let mask = self.entries.len() - 1;
-        let mut at = home(identity, mask);
-        loop {
-            let entry = &mut self.entries[at];
-            if entry.is_vacant() {
-                entry.identity = identity;
-                self.len += 1;
-                return at;
-            }
-            if entry.identity == identity {
-                return at;
-            }
-            at = (at + 1) & mask;
-        }
+        self.probe(identity).ok()
     }
 
     /// Moves every entry into a table of `capacity` entries (a power of two, above `len`).
     fn resize(&mut self, capacity: usize) {
         debug_assert!(capacity.is_power_of_two() && capacity > self.len);
         let old = std::mem::replace(&mut self.entries, vec![VACANT; capacity].into_boxed_slice());
-        let mask = capacity - 1;
         for entry in old.iter().filter(|e| !e.is_vacant()) {
-            let mut at = home(entry.identity, mask);
-            while !self.entries[at].is_vacant() {
-                at = (at + 1) & mask;
-            }
+            // Identities are unique: the probe ends at a vacant entry.
+            let (Ok(at) | Err(at)) = self.probe(entry.identity);
             self.entries[at] = *entry;
         }
     }
@@ -169,7 +154,20 @@ impl Level {
     /// Adds `slot` to the holders of `identity`.
     pub(crate) fn insert(&mut self, identity: u64, slot: u32) {
         debug_assert!(slot < SPILLED);
-        let at = self.find_or_claim(identity);
+        if (self.len + 1) * 4 > self.entries.len() * 3 {
+            self.resize((self.entries.len() * 2).max(MIN_CAPACITY));
+        }
+        let at = match self.probe(identity) {
+            Ok(at) => at,
+            Err(vacant) => {
+                self.entries[vacant] = Entry {
+                    identity,
+                    slots: [slot, EMPTY],
+                };
+                self.len += 1;
+                return;
+            }
+        };
         let inline = &mut self.entries[at].slots;
         match *inline {
             [SPILLED, set] => {
@@ -187,7 +185,6 @@ impl Level {
                 set[1 + place] = slot;
                 set[0] += 1;
             }
-            [EMPTY, _] => inline[0] = slot,
             [a, EMPTY] if a == slot => {}
             [a, EMPTY] => *inline = if a < slot { [a, slot] } else { [slot, a] },
             [a, b] if a == slot || b == slot => {}
