@@ -8,7 +8,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use kvidx::{BackendKind, Block, Config, Event, Indexer, Worker};
 
 const DEPTHS: [usize; 4] = [16, 128, 1024, 4096];
@@ -39,25 +42,45 @@ fn chain(depth: usize) -> (Vec<u64>, Vec<Block>) {
     (locals, blocks)
 }
 
-/// A synchronous indexer where `workers` workers hold the same chain of `depth` blocks.
-fn loaded(backend: BackendKind, workers: u64, depth: usize) -> (Indexer, Vec<u64>) {
+/// A synchronous indexer where each of `holders` (a worker, a length) holds that many first
+/// blocks of one chain of `depth` blocks, and the chain's local hashes (the query).
+fn holding(
+    backend: BackendKind,
+    depth: usize,
+    holders: impl IntoIterator<Item = (Worker, usize)>,
+) -> (Indexer, Vec<u64>) {
     let indexer = indexer(backend);
     let (locals, blocks) = chain(depth);
-    for w in 0..workers {
+    for (worker, len) in holders {
         indexer
-            .apply_event(Event::stored(Worker::new(w, 0), 0, None, blocks.clone()))
+            .apply_event(Event::stored(worker, 0, None, blocks[..len].to_vec()))
             .expect("valid event");
     }
     (indexer, locals)
 }
 
+/// A synchronous indexer where `workers` workers hold the same chain of `depth` blocks.
+fn loaded(backend: BackendKind, workers: u64, depth: usize) -> (Indexer, Vec<u64>) {
+    holding(
+        backend,
+        depth,
+        (0..workers).map(|w| (Worker::new(w, 0), depth)),
+    )
+}
+
+/// A benchmark group with this file's short timing (`samples` samples, 1 s measured).
+fn group<'a>(c: &'a mut Criterion, name: String, samples: usize) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(samples)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(1));
+    group
+}
+
 fn find_matches(c: &mut Criterion) {
     for backend in [BackendKind::Positional, BackendKind::Radix] {
-        let mut group = c.benchmark_group(format!("find_matches/{backend:?}"));
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_secs(1));
+        let mut group = group(c, format!("find_matches/{backend:?}"), 10);
         for workers in WORKERS {
             for depth in DEPTHS {
                 let (indexer, query) = loaded(backend, workers, depth);
@@ -82,30 +105,19 @@ fn find_matches(c: &mut Criterion) {
 /// 256 workers with ids in scrambled registration order, worker `w` holding the first
 /// `1 + w * 37 % 128` blocks of one 128-block chain.
 fn spread(backend: BackendKind) -> (Indexer, Vec<u64>) {
-    let indexer = indexer(backend);
-    let (locals, blocks) = chain(128);
-    for w in 0..256u64 {
-        let id = w.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40; // unrelated to the slot order
-        let len = 1 + (w as usize * 37) % 128;
-        indexer
-            .apply_event(Event::stored(
-                Worker::new(id, 0),
-                0,
-                None,
-                blocks[..len].to_vec(),
-            ))
-            .expect("valid event");
-    }
-    (indexer, locals)
+    holding(
+        backend,
+        128,
+        (0..256u64).map(|w| {
+            let id = w.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40; // unrelated to the slot order
+            (Worker::new(id, 0), 1 + (w as usize * 37) % 128)
+        }),
+    )
 }
 
 fn find_matches_spread(c: &mut Criterion) {
     for backend in [BackendKind::Positional, BackendKind::Radix] {
-        let mut group = c.benchmark_group(format!("find_matches_spread/{backend:?}"));
-        group
-            .sample_size(20)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_secs(1));
+        let mut group = group(c, format!("find_matches_spread/{backend:?}"), 20);
         let (indexer, query) = spread(backend);
         let mut out = Vec::new();
         group.bench_function("workers256/128", |b| {
