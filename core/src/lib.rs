@@ -38,6 +38,8 @@ mod pool;
 pub use index::reference;
 pub mod scratch;
 pub mod snapshot;
+#[cfg(test)]
+mod test_rng;
 mod writer;
 
 pub use index::{Backend, BackendKind};

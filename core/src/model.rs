@@ -491,13 +491,8 @@ mod tests {
 
     #[test]
     fn matches_sort_in_the_contracts_order_at_every_size_and_extreme() {
-        let mut state = 9u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state
-        };
+        let mut rng = crate::test_rng::Lcg(9);
+        let mut next = || rng.next();
         // Sizes on both sides of the stack buffer; values drawn from a few each (ties on
         // every field) including the extremes of each field.
         for len in [0, 1, 2, 3, 17, SORT_ON_STACK, SORT_ON_STACK + 1, 1_000] {

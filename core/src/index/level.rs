@@ -266,11 +266,9 @@ mod tests {
         assert_eq!(std::mem::size_of::<Entry>(), 16);
         let mut level = Level::default();
         let mut model: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
-        let mut state = 7u64;
+        let mut rng = crate::test_rng::Lcg(7);
         for step in 0..20_000u32 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let state = rng.next();
             let identity = (state >> 60) % 6; // few identities, many holders each
             let slot = ((state >> 33) % 40) as u32;
             let set = model.entry(identity).or_default();
@@ -301,13 +299,8 @@ mod tests {
     fn the_table_matches_a_model_while_it_grows_shifts_and_shrinks() {
         let mut level = Level::default();
         let mut model: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
-        let mut state = 11u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state >> 16
-        };
+        let mut rng = crate::test_rng::Lcg(11);
+        let mut next = || rng.next() >> 16;
         let mut largest = 0;
         // Three phases: fill to thousands of identities, churn, drain to nothing.
         for (steps, insert_percent) in [(30_000, 80), (30_000, 50), (60_000, 5)] {

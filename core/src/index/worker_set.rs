@@ -244,13 +244,8 @@ mod tests {
 
     #[test]
     fn split_matches_a_model_on_random_sorted_lists() {
-        let mut state = 0x5EED_u64;
-        let mut next = |n: u64| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 33) % n
-        };
+        let mut rng = crate::test_rng::Lcg(0x5EED);
+        let mut next = |n: u64| (rng.next() >> 33) % n;
         let (mut kept, mut dropped) = (vec![], vec![]);
         for _ in 0..2_000 {
             // Both sizes from 0 to 80 over slots 0..100, so either list may be the longer.
