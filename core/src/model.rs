@@ -372,6 +372,9 @@ pub fn sort_tiered_matches(matches: &mut [TieredMatch]) {
 /// half the time of sorting the matches through a key function, which rebuilds both keys
 /// at every comparison.
 pub fn sort_matches(matches: &mut [Match]) {
+    if matches.len() < 2 {
+        return; // sorted already: no buffer to clear
+    }
     let mut on_stack = [0u128; SORT_ON_STACK];
     let mut on_heap = Vec::new();
     let keys = if matches.len() <= SORT_ON_STACK {
