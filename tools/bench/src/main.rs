@@ -9,6 +9,7 @@ mod engine_hash;
 mod host_pool;
 mod jobs;
 mod meta;
+mod null_index;
 #[cfg(feature = "peer")]
 mod peer;
 mod plot;

@@ -37,6 +37,8 @@ pub enum Subject {
     /// The naive nested map of the design story (inexact; see `baseline`).
     #[value(name = "nested-map", alias = "baseline")]
     Baseline,
+    /// No index at all (see `null_index`): the harness's own ceiling.
+    Null,
     /// The public peer (dynamo-kv-router 1.6.1, feature `peer`): its compressed radix tree
     /// behind its thread pool (see `peer`).
     #[cfg(feature = "peer")]
@@ -56,6 +58,7 @@ impl Subject {
             Subject::Radix => "radix",
             Subject::Reference => "reference",
             Subject::Baseline => "nested-map",
+            Subject::Null => "null",
             #[cfg(feature = "peer")]
             Subject::PeerCompressed => "peer-compressed",
             #[cfg(feature = "peer")]
@@ -77,7 +80,11 @@ impl Subject {
     /// depth), not the peer.
     pub fn answers_tiers(self) -> bool {
         match self {
-            Subject::Positional | Subject::Radix | Subject::Reference | Subject::Baseline => true,
+            Subject::Positional
+            | Subject::Radix
+            | Subject::Reference
+            | Subject::Baseline
+            | Subject::Null => true,
             #[cfg(feature = "peer")]
             Subject::PeerCompressed | Subject::PeerPositional => false,
         }
@@ -120,6 +127,10 @@ impl Subject {
             // The baseline structure behind kvidx's own write path.
             Subject::Baseline => Indexer::with_backend(
                 Box::new(NestedMap::default()),
+                config(BackendKind::Reference),
+            ),
+            Subject::Null => Indexer::with_backend(
+                Box::new(crate::null_index::NullIndex::default()),
                 config(BackendKind::Reference),
             ),
             #[cfg(feature = "peer")]
