@@ -147,6 +147,12 @@ pub struct ReplayOpts {
     /// Closed-loop runs per index; the median by throughput is reported.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// Rounds of the comparison: every index is measured once per round, the indexes in
+    /// turn (open loop in the first round only). With 2 or more, each index's rate is also
+    /// divided by each reference index's (nested-map, null, peer-*) in the same round, and
+    /// the tables show each index's median round.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
     /// Measure every index in this process (memory then is an RSS delta in a shared heap)
     /// instead of one child process per index.
     #[arg(long)]

@@ -10,6 +10,7 @@ use crate::cli::{EngineArgs, GenerateArgs, MainArgs, MeasureArgs, ReplayArgs, Re
 use crate::meta::RunMeta;
 use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::report::FirstBlock;
+use crate::rounds::{median_reports, paired_ratios, PairedRatio};
 use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput};
 use crate::trace::{read_trace, Request};
 use crate::workload::{read_workload, write_workload, Counts, TimedOp};
@@ -567,6 +568,10 @@ struct Results<'a> {
     /// Why the figures are only indicative; `None` when the runs were long enough.
     indicative: Option<String>,
     indexes: &'a [SubjectReport],
+    /// With `--rounds` 2 or more: each index's closed-loop rate over each reference index's
+    /// in the same round.
+    #[serde(skip_serializing_if = "<[PairedRatio]>::is_empty")]
+    paired_ratios: &'a [PairedRatio],
 }
 
 #[derive(Serialize)]
@@ -608,6 +613,7 @@ struct ReplayInfo {
     event_threads: usize,
     query_threads: usize,
     repeat: usize,
+    rounds: u32,
     in_process: bool,
     fractions: Vec<f64>,
     rates: Vec<f64>,
@@ -640,26 +646,58 @@ fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
 }
 
 /// Measures every subject on the workload, and on the compared workload first when there is
-/// one (closed loop only there), one subject after the other.
+/// one (closed loop only there), one subject after the other, `--rounds` times over. Returns
+/// one report per subject and workload (its median round) and, with two rounds or more, the
+/// paired ratios of the main workload.
 fn measure_all(
     main: &Replayed,
     compared: Option<&Replayed>,
     opts: &ReplayOpts,
-) -> Result<Vec<SubjectReport>, String> {
-    let mut reports = Vec::new();
-    for &subject in &opts.subjects {
-        if let Some(c) = compared {
-            let mut r = measure_one(c, opts, subject, false)?;
-            r.workload = Some(c.label.to_string());
+) -> Result<(Vec<SubjectReport>, Vec<PairedRatio>), String> {
+    let rounds = opts.rounds.max(1) as usize;
+    let mut by_round = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        if rounds > 1 {
+            phase(&format!("round {} of {rounds}", round + 1));
+        }
+        let mut reports = Vec::new();
+        for &subject in &opts.subjects {
+            if let Some(c) = compared {
+                let mut r = measure_one(c, opts, subject, false)?;
+                r.workload = Some(c.label.to_string());
+                reports.push(r);
+            }
+            let mut r = measure_one(main, opts, subject, round == 0)?;
+            if compared.is_some() {
+                r.workload = Some(main.label.to_string());
+            }
             reports.push(r);
         }
-        let mut r = measure_one(main, opts, subject, true)?;
-        if compared.is_some() {
-            r.workload = Some(main.label.to_string());
-        }
-        reports.push(r);
+        by_round.push(reports);
     }
-    Ok(reports)
+    let main_label = compared.map(|_| main.label.to_string());
+    let ratios = if rounds > 1 {
+        let of_main = |r: &&SubjectReport| r.workload == main_label;
+        let names: Vec<String> = by_round[0]
+            .iter()
+            .filter(of_main)
+            .map(|r| r.name.clone())
+            .collect();
+        let rates: Vec<Vec<f64>> = by_round
+            .iter()
+            .map(|reports| {
+                reports
+                    .iter()
+                    .filter(of_main)
+                    .map(|r| r.closed.ops_per_s())
+                    .collect()
+            })
+            .collect();
+        paired_ratios(&names, &rates)
+    } else {
+        Vec::new()
+    };
+    Ok((median_reports(&by_round), ratios))
 }
 
 /// Prints the closed-loop tables (and the tiered one when measured), the open-loop table
@@ -737,9 +775,17 @@ fn replay_and_report(
         }
     );
     print_agreement(main.ops, &opts.subjects);
-    let reports = measure_all(main, compared, opts)?;
+    let (reports, ratios) = measure_all(main, compared, opts)?;
     let main_label = compared.map(|_| main.label);
     print_tables(&reports, main_label, main.path, dir, meta)?;
+    if !ratios.is_empty() {
+        println!(
+            "\nclosed-loop ops/s over a reference's in the same round, median (min-max) of {} \
+             rounds (the tables above show each index's median round):",
+            opts.rounds
+        );
+        print!("{}", report::ratio_table(&ratios));
+    }
     let indicative = report::indicative_reason(&reports);
     match &indicative {
         Some(why) => println!("figures are INDICATIVE only: {why}"),
@@ -767,12 +813,14 @@ fn replay_and_report(
             event_threads: opts.event_threads,
             query_threads: opts.query_threads,
             repeat: opts.repeat.max(1),
+            rounds: opts.rounds.max(1),
             in_process: opts.in_process,
             fractions: opts.fractions.clone(),
             rates: opts.rates.clone(),
         },
         indicative,
         indexes: &reports,
+        paired_ratios: &ratios,
     };
     let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     std::fs::write(&json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
@@ -805,6 +853,7 @@ mod tests {
             fractions: vec![],
             rates: vec![],
             repeat: 1,
+            rounds: 1,
             in_process: false,
             out_dir: dir,
         };
@@ -917,5 +966,32 @@ mod tests {
         let indexes = r["indexes"].as_array().unwrap();
         assert_eq!(indexes.len(), 1);
         assert!(indexes[0]["workload"].is_null() && indexes[0]["tiered"].is_null());
+    }
+
+    #[test]
+    fn rounds_pair_every_index_with_the_references_of_its_round() {
+        let r = small_main_job(&["--subjects", "null", "--rounds", "3"]);
+        assert_eq!(r["replay"]["rounds"], 3);
+        let indexes = r["indexes"].as_array().unwrap();
+        let names: Vec<&str> = indexes
+            .iter()
+            .map(|i| i["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["positional", "null"]);
+        // The open loop ran in the first round only, and is reported.
+        assert_eq!(indexes[0]["open"].as_array().unwrap().len(), 1);
+        let ratios = r["paired_ratios"].as_array().unwrap();
+        assert_eq!(
+            ratios.len(),
+            1,
+            "positional / null only: null is the reference"
+        );
+        assert_eq!(ratios[0]["subject"], "positional");
+        assert_eq!(ratios[0]["against"], "null");
+        let rounds = ratios[0]["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3);
+        assert!(rounds.iter().all(|v| v.as_f64().unwrap() > 0.0));
+        let r1 = small_main_job(&[]);
+        assert!(r1["paired_ratios"].is_null(), "one round: no ratios");
     }
 }

@@ -17,6 +17,7 @@ mod progress;
 mod replay;
 mod report;
 mod rng;
+mod rounds;
 mod router;
 mod rss;
 mod sim;

@@ -353,7 +353,7 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{MemoryResult, RunResult};
+    use crate::replay::RunResult;
 
     fn run(offered: Option<f64>, seconds: f64) -> RunResult {
         RunResult {
@@ -382,20 +382,11 @@ mod tests {
 
     #[test]
     fn renders_one_series_per_index() {
-        let report = SubjectReport {
-            name: "a<b".into(),
-            memory: MemoryResult {
-                index_bytes: 0,
-                worker_blocks: 0,
-                rejected: 0,
-                unknown_removals: 0,
-            },
-            peak_rss: 0,
-            closed: run(None, 0.001),
-            open: vec![run(Some(1e5), 0.01), run(Some(1e6), 0.002)],
-            tiered: None,
-            workload: None,
-        };
+        let report = SubjectReport::of_runs(
+            "a<b",
+            run(None, 0.001),
+            vec![run(Some(1e5), 0.01), run(Some(1e6), 0.002)],
+        );
         let svg = render(&[report.clone(), report], "t & t");
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         // Per index: throughput, p50 and p99 lines; plus the ideal line.

@@ -278,6 +278,28 @@ pub struct SubjectReport {
     pub workload: Option<String>,
 }
 
+#[cfg(test)]
+impl SubjectReport {
+    /// A report of `name` with these runs and nothing else (no memory figures, no tiers, no
+    /// workload label), for tests of what reads reports.
+    pub fn of_runs(name: &str, closed: RunResult, open: Vec<RunResult>) -> Self {
+        SubjectReport {
+            name: name.to_string(),
+            memory: MemoryResult {
+                index_bytes: 0,
+                worker_blocks: 0,
+                rejected: 0,
+                unknown_removals: 0,
+            },
+            peak_rss: 0,
+            closed,
+            open,
+            tiered: None,
+            workload: None,
+        }
+    }
+}
+
 /// What to run for each index besides the memory pass.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use crate::replay::SubjectReport;
+use crate::rounds::PairedRatio;
 use crate::sim::{Policy, Routing};
 use crate::workload::Counts;
 
@@ -353,6 +354,40 @@ pub fn closed_table(reports: &[SubjectReport]) -> String {
     table(&header, &rows)
 }
 
+/// The paired ratios of `--rounds`: one row per index, one column per reference index, each
+/// cell `median (min-max)` over the rounds (empty for an index against itself).
+pub fn ratio_table(ratios: &[PairedRatio]) -> String {
+    let mut subjects: Vec<&str> = Vec::new();
+    let mut references: Vec<&str> = Vec::new();
+    for r in ratios {
+        if !subjects.contains(&r.subject.as_str()) {
+            subjects.push(&r.subject);
+        }
+        if !references.contains(&r.against.as_str()) {
+            references.push(&r.against);
+        }
+    }
+    let rows: Vec<Vec<String>> = subjects
+        .iter()
+        .map(|&subject| {
+            let mut row = vec![subject.to_string()];
+            row.extend(references.iter().map(|&against| {
+                ratios
+                    .iter()
+                    .find(|r| r.subject == subject && r.against == against)
+                    .map_or(String::new(), |r| {
+                        format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
+                    })
+            }));
+            row
+        })
+        .collect();
+    let headers: Vec<String> = references.iter().map(|a| format!("/ {a}")).collect();
+    let mut header = vec!["index"];
+    header.extend(headers.iter().map(String::as_str));
+    table(&header, &rows)
+}
+
 /// The closed-loop table of tiered queries: one row per index measured with
 /// `find_matches_tiered` (a workload with tiered events), beside its plain `find_matches`
 /// figures on the same workload.
@@ -519,7 +554,7 @@ mod tests {
 
     #[test]
     fn replay_tables_show_the_workload_and_the_tiered_queries_when_measured() {
-        use crate::replay::{MemoryResult, RunResult};
+        use crate::replay::RunResult;
         let run = |p50_ns: u64| RunResult {
             offered: None,
             ops: 10,
@@ -532,18 +567,9 @@ mod tests {
             queries: 1,
         };
         let report = |workload: Option<&str>, tiered: Option<RunResult>| SubjectReport {
-            name: "positional".into(),
-            memory: MemoryResult {
-                index_bytes: 0,
-                worker_blocks: 0,
-                rejected: 0,
-                unknown_removals: 0,
-            },
-            peak_rss: 0,
-            closed: run(800),
-            open: vec![],
             tiered,
             workload: workload.map(str::to_string),
+            ..SubjectReport::of_runs("positional", run(800), vec![])
         };
         let plain = closed_table(&[report(None, None)]);
         assert!(!plain.contains("workload"), "{plain}");
@@ -567,17 +593,9 @@ mod tests {
 
     #[test]
     fn short_runs_are_flagged_indicative() {
-        use crate::replay::{MemoryResult, RunResult};
-        let report = |seconds: f64, queries: u64| SubjectReport {
-            name: "x".into(),
-            memory: MemoryResult {
-                index_bytes: 0,
-                worker_blocks: 0,
-                rejected: 0,
-                unknown_removals: 0,
-            },
-            peak_rss: 0,
-            closed: RunResult {
+        use crate::replay::RunResult;
+        let report = |seconds: f64, queries: u64| {
+            let closed = RunResult {
                 offered: None,
                 ops: 1,
                 block_ops: 1,
@@ -587,10 +605,8 @@ mod tests {
                 p999_ns: 1,
                 max_ns: 1,
                 queries,
-            },
-            open: vec![],
-            tiered: None,
-            workload: None,
+            };
+            SubjectReport::of_runs("x", closed, vec![])
         };
         assert_eq!(indicative_reason(&[report(0.5, 12_031)]), None);
         let why = indicative_reason(&[report(0.5, 12_031), report(0.02, 12_031)]).unwrap();

@@ -1,0 +1,177 @@
+//! Rounds of a side-by-side comparison, and the ratios taken within them.
+//!
+//! On a shared machine the same index's closed-loop rate moves by tens of percent from one
+//! minute to the next, and it moves for every index alike. A ratio of two indexes measured one
+//! after the other, minutes apart, carries that drift; measured in the same round (every index
+//! once, in turn, seconds apart) it mostly cancels. With `--rounds N` the replay measures every
+//! index once per round and reports, for each index, the median and range over the rounds of
+//! its rate divided by each reference index's rate in the same round.
+
+use serde::Serialize;
+
+use crate::replay::SubjectReport;
+
+/// Indexes every other is compared with, when measured: the naive baseline, the harness's own
+/// ceiling and the public peer's indexes.
+pub fn is_reference(name: &str) -> bool {
+    name == "nested-map" || name == "null" || name.starts_with("peer-")
+}
+
+/// One index's rate over another's, round by round.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PairedRatio {
+    /// The index measured.
+    pub subject: String,
+    /// The reference index it is divided by.
+    pub against: String,
+    /// Median over the rounds.
+    pub median: f64,
+    /// Smallest ratio of a round.
+    pub min: f64,
+    /// Largest ratio of a round.
+    pub max: f64,
+    /// Every round's ratio, in round order.
+    pub rounds: Vec<f64>,
+}
+
+/// The median of `values` (the mean of the two middle ones for an even count); `None` if empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+/// The closed-loop rate (ops/s) of each index in each round: `rounds[r][i]` is index `i` of
+/// `names` in round `r`. Returns every (index, reference) pair's ratios, in the order of
+/// `names` (indexes, then references).
+pub fn paired_ratios(names: &[String], rounds: &[Vec<f64>]) -> Vec<PairedRatio> {
+    let mut out = Vec::new();
+    for (s, subject) in names.iter().enumerate() {
+        for (a, against) in names.iter().enumerate() {
+            if s == a || !is_reference(against) {
+                continue;
+            }
+            let ratios: Vec<f64> = rounds.iter().map(|rates| rates[s] / rates[a]).collect();
+            let Some(median) = median(&ratios) else {
+                continue;
+            };
+            out.push(PairedRatio {
+                subject: subject.clone(),
+                against: against.clone(),
+                median,
+                min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                rounds: ratios,
+            });
+        }
+    }
+    out
+}
+
+/// Reduces the reports of several rounds (`rounds[r]`: one report per index, in the same
+/// order every round) to one report per index: its round of median closed-loop rate (the
+/// lower middle one for an even count), with the open-loop runs of the first round (the only
+/// one that has them).
+pub fn median_reports(rounds: &[Vec<SubjectReport>]) -> Vec<SubjectReport> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    (0..first.len())
+        .map(|i| {
+            let mut of_index: Vec<&SubjectReport> = rounds.iter().map(|r| &r[i]).collect();
+            of_index.sort_by(|a, b| a.closed.ops_per_s().total_cmp(&b.closed.ops_per_s()));
+            let mut report = of_index[(of_index.len() - 1) / 2].clone();
+            report.open = first[i].open.clone();
+            report
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+
+    #[test]
+    fn ratios_are_taken_within_each_round_against_references_only() {
+        let names: Vec<String> = ["positional", "radix", "nested-map", "null"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // Round 2 is twice as fast for every index: the ratios do not move.
+        let rounds = vec![
+            vec![1.0, 2.0, 4.0, 8.0],
+            vec![2.0, 4.0, 8.0, 16.0],
+            vec![1.5, 2.0, 3.0, 10.0],
+        ];
+        let ratios = paired_ratios(&names, &rounds);
+        let pairs: Vec<(&str, &str)> = ratios
+            .iter()
+            .map(|r| (r.subject.as_str(), r.against.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            vec![
+                ("positional", "nested-map"),
+                ("positional", "null"),
+                ("radix", "nested-map"),
+                ("radix", "null"),
+                ("nested-map", "null"),
+                ("null", "nested-map"),
+            ]
+        );
+        let p = &ratios[0];
+        assert_eq!(p.rounds, vec![0.25, 0.25, 0.5]);
+        assert_eq!((p.median, p.min, p.max), (0.25, 0.25, 0.5));
+        let r = &ratios[2];
+        assert_eq!(r.rounds, vec![0.5, 0.5, 2.0 / 3.0]);
+        assert_eq!(r.median, 0.5);
+    }
+
+    /// A report of `name` whose closed loop ran `ops` operations in one second, with
+    /// `open` open-loop runs.
+    fn report(name: &str, ops: u64, open: usize) -> SubjectReport {
+        use crate::replay::RunResult;
+        let run = RunResult {
+            offered: None,
+            ops,
+            block_ops: ops,
+            seconds: 1.0,
+            p50_ns: ops,
+            p99_ns: 0,
+            p999_ns: 0,
+            max_ns: 0,
+            queries: 0,
+        };
+        SubjectReport::of_runs(name, run, vec![run; open])
+    }
+
+    #[test]
+    fn each_index_keeps_its_median_round_and_the_first_rounds_open_loop() {
+        let rounds = vec![
+            vec![report("a", 30, 2), report("b", 5, 2)],
+            vec![report("a", 10, 0), report("b", 7, 0)],
+            vec![report("a", 20, 0), report("b", 6, 0)],
+            vec![report("a", 40, 0), report("b", 8, 0)],
+        ];
+        let reduced = median_reports(&rounds);
+        let closed: Vec<(&str, u64, usize)> = reduced
+            .iter()
+            .map(|r| (r.name.as_str(), r.closed.ops, r.open.len()))
+            .collect();
+        // Four rounds: the lower middle one (a: 10 20 30 40 -> 20; b: 5 6 7 8 -> 6).
+        assert_eq!(closed, vec![("a", 20, 2), ("b", 6, 2)]);
+        assert!(median_reports(&[]).is_empty());
+    }
+}
