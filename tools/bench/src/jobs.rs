@@ -10,7 +10,7 @@ use crate::cli::{EngineArgs, GenerateArgs, MainArgs, MeasureArgs, ReplayArgs, Re
 use crate::meta::RunMeta;
 use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::report::FirstBlock;
-use crate::rounds::{median_reports, paired_ratios, PairedRatio};
+use crate::rounds::{beyond_harness, median_reports, paired_ratios, BeyondHarness, PairedRatio};
 use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput};
 use crate::trace::{read_trace, Request};
 use crate::workload::{read_workload, write_workload, Counts, TimedOp};
@@ -377,7 +377,8 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
     let main = Replayed {
         path: &workload,
         ops: &chosen.ops,
-        label: "host tier",
+        // Named only beside the single-tier workload it is compared with.
+        label: if single.is_some() { "host tier" } else { "" },
     };
     let compared = single.as_ref().map(|(out, p)| Replayed {
         path: p,
@@ -572,6 +573,10 @@ struct Results<'a> {
     /// in the same round.
     #[serde(skip_serializing_if = "<[PairedRatio]>::is_empty")]
     paired_ratios: &'a [PairedRatio],
+    /// With `--rounds` 2 or more and the `null` subject: each other index's closed-loop time
+    /// per operation beyond null's in the same round (nanoseconds).
+    #[serde(skip_serializing_if = "<[BeyondHarness]>::is_empty")]
+    beyond_harness: &'a [BeyondHarness],
 }
 
 #[derive(Serialize)]
@@ -619,9 +624,15 @@ struct ReplayInfo {
     rates: Vec<f64>,
 }
 
-/// Prints the untimed answer cross-check of the workload.
+/// Prints the untimed answer cross-check of the workload (the `null` subject, which answers
+/// nothing by design, takes no part).
 fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
-    let Some(a) = crate::agree::check(ops, subjects) else {
+    let indexes: Vec<crate::target::Subject> = subjects
+        .iter()
+        .copied()
+        .filter(|&s| s != crate::target::Subject::Null)
+        .collect();
+    let Some(a) = crate::agree::check(ops, &indexes) else {
         return;
     };
     let line = |differ: &[(&str, u64)]| {
@@ -645,15 +656,22 @@ fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
     }
 }
 
+/// What `--rounds` (two or more) tells of the main workload.
+#[derive(Default)]
+struct RoundFigures {
+    ratios: Vec<PairedRatio>,
+    beyond_harness: Vec<BeyondHarness>,
+}
+
 /// Measures every subject on the workload, and on the compared workload first when there is
 /// one (closed loop only there), one subject after the other, `--rounds` times over. Returns
-/// one report per subject and workload (its median round) and, with two rounds or more, the
-/// paired ratios of the main workload.
+/// one report per subject and workload (its median round) and, with two rounds or more, what
+/// the rounds tell of the main workload.
 fn measure_all(
     main: &Replayed,
     compared: Option<&Replayed>,
     opts: &ReplayOpts,
-) -> Result<(Vec<SubjectReport>, Vec<PairedRatio>), String> {
+) -> Result<(Vec<SubjectReport>, RoundFigures), String> {
     let rounds = opts.rounds.max(1) as usize;
     let mut by_round = Vec::with_capacity(rounds);
     for round in 0..rounds {
@@ -676,7 +694,7 @@ fn measure_all(
         by_round.push(reports);
     }
     let main_label = compared.map(|_| main.label.to_string());
-    let ratios = if rounds > 1 {
+    let figures = if rounds > 1 {
         let of_main = |r: &&SubjectReport| r.workload == main_label;
         let names: Vec<String> = by_round[0]
             .iter()
@@ -693,11 +711,14 @@ fn measure_all(
                     .collect()
             })
             .collect();
-        paired_ratios(&names, &rates)
+        RoundFigures {
+            ratios: paired_ratios(&names, &rates),
+            beyond_harness: beyond_harness(&names, &rates),
+        }
     } else {
-        Vec::new()
+        RoundFigures::default()
     };
-    Ok((median_reports(&by_round), ratios))
+    Ok((median_reports(&by_round), figures))
 }
 
 /// Prints the closed-loop tables (and the tiered one when measured), the open-loop table
@@ -775,16 +796,24 @@ fn replay_and_report(
         }
     );
     print_agreement(main.ops, &opts.subjects);
-    let (reports, ratios) = measure_all(main, compared, opts)?;
+    let (reports, rounds) = measure_all(main, compared, opts)?;
     let main_label = compared.map(|_| main.label);
     print_tables(&reports, main_label, main.path, dir, meta)?;
-    if !ratios.is_empty() {
+    if !rounds.ratios.is_empty() {
         println!(
             "\nclosed-loop ops/s over a reference's in the same round, median (min-max) of {} \
              rounds (the tables above show each index's median round):",
             opts.rounds
         );
-        print!("{}", report::ratio_table(&ratios));
+        print!("{}", report::ratio_table(&rounds.ratios));
+    }
+    if !rounds.beyond_harness.is_empty() {
+        println!(
+            "\nclosed-loop time per operation beyond the harness's (1 / ops/s - 1 / null's \
+             ops/s, same round), median (min-max) of {} rounds:",
+            opts.rounds
+        );
+        print!("{}", report::beyond_harness_table(&rounds.beyond_harness));
     }
     let indicative = report::indicative_reason(&reports);
     match &indicative {
@@ -820,7 +849,8 @@ fn replay_and_report(
         },
         indicative,
         indexes: &reports,
-        paired_ratios: &ratios,
+        paired_ratios: &rounds.ratios,
+        beyond_harness: &rounds.beyond_harness,
     };
     let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     std::fs::write(&json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
@@ -991,6 +1021,12 @@ mod tests {
         let rounds = ratios[0]["rounds"].as_array().unwrap();
         assert_eq!(rounds.len(), 3);
         assert!(rounds.iter().all(|v| v.as_f64().unwrap() > 0.0));
+        let median = ratios[0]["median"].as_f64().unwrap();
+        assert!(median >= ratios[0]["min"].as_f64().unwrap());
+        let beyond = r["beyond_harness"].as_array().unwrap();
+        assert_eq!(beyond.len(), 1);
+        assert_eq!(beyond[0]["subject"], "positional");
+        assert_eq!(beyond[0]["rounds"].as_array().unwrap().len(), 3);
         let r1 = small_main_job(&[]);
         assert!(r1["paired_ratios"].is_null(), "one round: no ratios");
     }

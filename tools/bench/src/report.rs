@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::replay::SubjectReport;
-use crate::rounds::PairedRatio;
+use crate::rounds::{BeyondHarness, PairedRatio};
 use crate::sim::{Policy, Routing};
 use crate::workload::Counts;
 
@@ -376,6 +376,7 @@ pub fn ratio_table(ratios: &[PairedRatio]) -> String {
                     .iter()
                     .find(|r| r.subject == subject && r.against == against)
                     .map_or(String::new(), |r| {
+                        let r = &r.ratio;
                         format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
                     })
             }));
@@ -386,6 +387,22 @@ pub fn ratio_table(ratios: &[PairedRatio]) -> String {
     let mut header = vec!["index"];
     header.extend(headers.iter().map(String::as_str));
     table(&header, &rows)
+}
+
+/// The times per operation beyond the harness's of `--rounds`: one row per index,
+/// `median (min-max)` over the rounds in nanoseconds.
+pub fn beyond_harness_table(beyond: &[BeyondHarness]) -> String {
+    let rows: Vec<Vec<String>> = beyond
+        .iter()
+        .map(|b| {
+            let t = &b.ns_per_op;
+            vec![
+                b.subject.clone(),
+                format!("{:.0} ns ({:.0}-{:.0})", t.median, t.min, t.max),
+            ]
+        })
+        .collect();
+    table(&["index", "ns/op beyond null"], &rows)
 }
 
 /// The closed-loop table of tiered queries: one row per index measured with

@@ -17,6 +17,31 @@ pub fn is_reference(name: &str) -> bool {
     name == "nested-map" || name == "null" || name.starts_with("peer-")
 }
 
+/// A figure taken once per round: its median and range over the rounds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Spread {
+    /// Median over the rounds.
+    pub median: f64,
+    /// Smallest of a round.
+    pub min: f64,
+    /// Largest of a round.
+    pub max: f64,
+    /// Every round's figure, in round order.
+    pub rounds: Vec<f64>,
+}
+
+impl Spread {
+    /// The spread of one figure per round; `None` without rounds.
+    pub fn of(rounds: Vec<f64>) -> Option<Spread> {
+        Some(Spread {
+            median: median(&rounds)?,
+            min: rounds.iter().copied().fold(f64::INFINITY, f64::min),
+            max: rounds.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            rounds,
+        })
+    }
+}
+
 /// One index's rate over another's, round by round.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PairedRatio {
@@ -24,14 +49,23 @@ pub struct PairedRatio {
     pub subject: String,
     /// The reference index it is divided by.
     pub against: String,
-    /// Median over the rounds.
-    pub median: f64,
-    /// Smallest ratio of a round.
-    pub min: f64,
-    /// Largest ratio of a round.
-    pub max: f64,
-    /// Every round's ratio, in round order.
-    pub rounds: Vec<f64>,
+    /// The ratio over the rounds.
+    #[serde(flatten)]
+    pub ratio: Spread,
+}
+
+/// One index's time per operation beyond the harness's own: `1 / rate - 1 / null's rate` in
+/// the same round, in nanoseconds. The `null` subject pays for the feeder, the queues and the
+/// event threads and for nothing else, so this is what the index itself costs per operation
+/// (on the event thread, and the answers' share of the query thread) as far as it shows in
+/// the closed-loop rate.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BeyondHarness {
+    /// The index measured.
+    pub subject: String,
+    /// Nanoseconds per operation over the rounds.
+    #[serde(flatten)]
+    pub ns_per_op: Spread,
 }
 
 /// The median of `values` (the mean of the two middle ones for an even count); `None` if empty.
@@ -56,21 +90,40 @@ pub fn paired_ratios(names: &[String], rounds: &[Vec<f64>]) -> Vec<PairedRatio> 
             if s == a || !is_reference(against) {
                 continue;
             }
-            let ratios: Vec<f64> = rounds.iter().map(|rates| rates[s] / rates[a]).collect();
-            let Some(median) = median(&ratios) else {
-                continue;
-            };
-            out.push(PairedRatio {
-                subject: subject.clone(),
-                against: against.clone(),
-                median,
-                min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
-                max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                rounds: ratios,
-            });
+            let ratios = rounds.iter().map(|rates| rates[s] / rates[a]).collect();
+            if let Some(ratio) = Spread::of(ratios) {
+                out.push(PairedRatio {
+                    subject: subject.clone(),
+                    against: against.clone(),
+                    ratio,
+                });
+            }
         }
     }
     out
+}
+
+/// With the rates of [`paired_ratios`]: every other index's time per operation beyond the
+/// `null` subject's, in the order of `names`; empty when `null` was not measured.
+pub fn beyond_harness(names: &[String], rounds: &[Vec<f64>]) -> Vec<BeyondHarness> {
+    let Some(null) = names.iter().position(|n| n == "null") else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .enumerate()
+        .filter(|&(s, _)| s != null)
+        .filter_map(|(s, subject)| {
+            let extra = rounds
+                .iter()
+                .map(|rates| 1e9 / rates[s] - 1e9 / rates[null])
+                .collect();
+            Some(BeyondHarness {
+                subject: subject.clone(),
+                ns_per_op: Spread::of(extra)?,
+            })
+        })
+        .collect()
 }
 
 /// Reduces the reports of several rounds (`rounds[r]`: one report per index, in the same
@@ -131,12 +184,28 @@ mod tests {
                 ("null", "nested-map"),
             ]
         );
-        let p = &ratios[0];
+        let p = &ratios[0].ratio;
         assert_eq!(p.rounds, vec![0.25, 0.25, 0.5]);
         assert_eq!((p.median, p.min, p.max), (0.25, 0.25, 0.5));
-        let r = &ratios[2];
+        let r = &ratios[2].ratio;
         assert_eq!(r.rounds, vec![0.5, 0.5, 2.0 / 3.0]);
         assert_eq!(r.median, 0.5);
+    }
+
+    #[test]
+    fn time_beyond_the_harness_is_taken_within_each_round() {
+        let names: Vec<String> = ["positional", "null"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // 1e6 ops/s is 1000 ns per op; the null subject's 4e6 ops/s, 250 ns.
+        let rounds = vec![vec![1e6, 4e6], vec![2e6, 4e6], vec![1e6, 2e6]];
+        let beyond = beyond_harness(&names, &rounds);
+        assert_eq!(beyond.len(), 1);
+        assert_eq!(beyond[0].subject, "positional");
+        assert_eq!(beyond[0].ns_per_op.rounds, vec![750.0, 250.0, 500.0]);
+        assert_eq!(beyond[0].ns_per_op.median, 500.0);
+        assert!(beyond_harness(&names[..1], &[vec![1e6]]).is_empty());
     }
 
     /// A report of `name` whose closed loop ran `ops` operations in one second, with
