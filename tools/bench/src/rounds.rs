@@ -5,7 +5,8 @@
 //! after the other, minutes apart, carries that drift; measured in the same round (every index
 //! once, in turn, seconds apart) it mostly cancels. With `--rounds N` the replay measures every
 //! index once per round and reports, for each index, the median and range over the rounds of
-//! its rate divided by each reference index's rate in the same round.
+//! its rate divided by each reference index's rate in the same round, and, when the `null`
+//! subject is measured, of its time per operation beyond null's (what the index itself costs).
 
 use serde::Serialize;
 
