@@ -23,11 +23,15 @@ pub struct Agreement {
     pub differ_tiered: Vec<(&'static str, u64)>,
 }
 
-/// Compares every subject's answers with those of the first exact subject; `None` when
-/// there is no exact subject or nothing else to compare.
+/// Compares every subject's answers (those that [`Subject::answers_queries`]) with those of
+/// the first exact subject; `None` when there is no exact subject or nothing else to compare.
 pub fn check(ops: &[TimedOp], subjects: &[Subject]) -> Option<Agreement> {
     let exact = *subjects.iter().find(|s| s.is_exact())?;
-    let others: Vec<Subject> = subjects.iter().copied().filter(|s| *s != exact).collect();
+    let others: Vec<Subject> = subjects
+        .iter()
+        .copied()
+        .filter(|s| *s != exact && s.answers_queries())
+        .collect();
     if others.is_empty() {
         return None;
     }
@@ -159,6 +163,7 @@ mod tests {
         assert_eq!(a.differ, vec![("radix", 0), ("nested-map", 1)]);
         assert!(a.differ_tiered.is_empty(), "no tiered events");
         assert_eq!(check(&ops, &[Subject::Baseline]), None);
+        assert_eq!(check(&ops, &[Subject::Positional, Subject::Null]), None);
     }
 
     #[test]

@@ -624,15 +624,9 @@ struct ReplayInfo {
     rates: Vec<f64>,
 }
 
-/// Prints the untimed answer cross-check of the workload (the `null` subject, which answers
-/// nothing by design, takes no part).
+/// Prints the untimed answer cross-check of the workload.
 fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
-    let indexes: Vec<crate::target::Subject> = subjects
-        .iter()
-        .copied()
-        .filter(|&s| s != crate::target::Subject::Null)
-        .collect();
-    let Some(a) = crate::agree::check(ops, &indexes) else {
+    let Some(a) = crate::agree::check(ops, subjects) else {
         return;
     };
     let line = |differ: &[(&str, u64)]| {

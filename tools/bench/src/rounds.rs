@@ -11,11 +11,12 @@
 use serde::Serialize;
 
 use crate::replay::SubjectReport;
+use crate::target::Subject;
 
 /// Indexes every other is compared with, when measured: the naive baseline, the harness's own
 /// ceiling and the public peer's indexes.
 pub fn is_reference(name: &str) -> bool {
-    name == "nested-map" || name == "null" || name.starts_with("peer-")
+    name == Subject::Baseline.name() || name == Subject::Null.name() || name.starts_with("peer-")
 }
 
 /// A figure taken once per round: its median and range over the rounds.
@@ -107,7 +108,7 @@ pub fn paired_ratios(names: &[String], rounds: &[Vec<f64>]) -> Vec<PairedRatio> 
 /// With the rates of [`paired_ratios`]: every other index's time per operation beyond the
 /// `null` subject's, in the order of `names`; empty when `null` was not measured.
 pub fn beyond_harness(names: &[String], rounds: &[Vec<f64>]) -> Vec<BeyondHarness> {
-    let Some(null) = names.iter().position(|n| n == "null") else {
+    let Some(null) = names.iter().position(|n| n == Subject::Null.name()) else {
         return Vec::new();
     };
     names

@@ -75,6 +75,12 @@ impl Subject {
         )
     }
 
+    /// Whether this subject's answers mean anything: every index but `null`, which answers
+    /// nothing by design (so it takes no part in the answer cross-check).
+    pub fn answers_queries(self) -> bool {
+        self != Subject::Null
+    }
+
     /// Whether this subject answers `find_matches_tiered`: kvidx's indexers (the nested-map
     /// baseline through kvidx's write path, answering with every tier depth equal to its
     /// depth), not the peer.
