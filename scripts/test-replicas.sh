@@ -39,6 +39,14 @@ export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 lib_id="$(cat "$prefix/include/kvidx.h" "$prefix/lib/libkvidx.so.0" | sha256sum | cut -c1-16)"
 export CGO_CFLAGS="-O2 -g -DKVIDX_LIB_ID=0x$lib_id"
 
+# show_failure LOG: the end of a failed go test log, then the test's own lines again (its
+# errors among them) so they come last even when replica log tails fill the end.
+show_failure() {
+  tail -200 "$1"
+  echo "-- test-replicas: the test's own lines in $(basename "$1"):"
+  grep -E '^ {4}[a-z_]+_test\.go:[0-9]+: ' "$1" | grep -v ' log tail:$' | cut -c1-400 || true
+}
+
 echo "== test-replicas: workload (kvidx-bench generate)"
 cargo build -q --release -p kvidx-bench
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
@@ -58,12 +66,12 @@ if ! grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test.log"; then
   if grep -q '^--- SKIP: TestReplicasOnJetStream' "$tmp/go-test.log" && [ "${CI:-}" != "true" ]; then
     echo "test-replicas: SKIPPED (see above)"; exit 0
   fi
-  tail -200 "$tmp/go-test.log"
+  show_failure "$tmp/go-test.log"
   echo "test-replicas: FAILED" >&2
   exit 1
 fi
 grep -q '^--- PASS: TestReplicaRefusesAStreamGap' "$tmp/go-test.log" &&
-  grep -q '^ok ' "$tmp/go-test.log" || { tail -100 "$tmp/go-test.log"; echo "test-replicas: FAILED" >&2; exit 1; }
+  grep -q '^ok ' "$tmp/go-test.log" || { show_failure "$tmp/go-test.log"; echo "test-replicas: FAILED" >&2; exit 1; }
 
 # The same end to end with the replicas built without cgo (purego: the snapshot streams go
 # through purego callbacks).
@@ -74,7 +82,7 @@ echo "== test-replicas: the same with CGO_ENABLED=0 (purego replicas)"
     go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream' . >"$tmp/go-test-purego.log" 2>&1) || true
 grep -E '^(--- |ok )|bootstrap from' "$tmp/go-test-purego.log" || true
 grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test-purego.log" ||
-  { tail -200 "$tmp/go-test-purego.log"; echo "test-replicas: FAILED (purego)" >&2; exit 1; }
+  { show_failure "$tmp/go-test-purego.log"; echo "test-replicas: FAILED (purego)" >&2; exit 1; }
 
 # The whole chain: fake engines (libzmq through pyzmq) -> the bridge -> nats-server -> two
 # replicas (docs/replicas.md, "The chain test").
@@ -87,7 +95,7 @@ if py="$(bash scripts/python.sh 2>/dev/null)"; then
       go test -count=1 -v -timeout 150s -run 'TestChainEnginesBridgeReplicas' . >"$tmp/go-test-chain.log" 2>&1) || true
   grep -E '^(--- |ok )|chain_test.go' "$tmp/go-test-chain.log" || true
   grep -q '^--- PASS: TestChainEnginesBridgeReplicas' "$tmp/go-test-chain.log" ||
-    { tail -200 "$tmp/go-test-chain.log"; echo "test-replicas: FAILED (chain)" >&2; exit 1; }
+    { show_failure "$tmp/go-test-chain.log"; echo "test-replicas: FAILED (chain)" >&2; exit 1; }
 elif [ "${CI:-}" = "true" ]; then
   bash scripts/python.sh || true
   echo "test-replicas: FAILED: the chain test needs a Python 3 with pyzmq (run scripts/setup.sh)" >&2

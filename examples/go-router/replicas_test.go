@@ -348,6 +348,7 @@ type routerProc struct {
 	addr    string
 	logPath string
 	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited
 	client  *http.Client
 }
 
@@ -365,7 +366,8 @@ func (p *routerProc) start() {
 		p.t.Fatal(err)
 	}
 	lf.Close()
-	go func(c *exec.Cmd) { _ = c.Wait() }(p.cmd)
+	p.exited = make(chan struct{})
+	go func(c *exec.Cmd, exited chan struct{}) { _ = c.Wait(); close(exited) }(p.cmd, p.exited)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if resp, err := p.client.Get("http://" + p.addr + "/replica"); err == nil {
@@ -382,11 +384,15 @@ func (p *routerProc) start() {
 	}
 }
 
-// kill9 kills the process with SIGKILL.
+// kill9 kills the process with SIGKILL and waits until it has exited (its port is free).
 func (p *routerProc) kill9() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			p.t.Errorf("%s did not exit 10 s after SIGKILL", p.name)
+		}
 	}
 	p.cmd = nil
 }
@@ -819,8 +825,17 @@ func TestReplicasOnJetStream(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	ns.start()
 	e.publishTo(0.75)
-	if got := r1.report().Reconnects; got <= before {
-		t.Errorf("%s: %d reconnections after the nats-server restart, want more than %d", r1.name, got, before)
+	// The replica reconnects on its own clock (every 250 ms plus jitter), which may be after
+	// the publisher's: wait for it rather than sample once.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := r1.report().Reconnects
+		if got > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %d reconnections 15 s after the nats-server restart, want more than %d", r1.name, got, before)
+			break
+		}
 	}
 
 	// Phase 3: replica 3 comes back: bootstrap from the newest snapshot, catch up.
