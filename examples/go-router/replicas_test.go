@@ -444,20 +444,27 @@ func (p *routerProc) route(q []uint64) Decision {
 	return d
 }
 
+// pollUntil calls done every interval until it returns true (then true) or timeout has
+// passed since the first call (then false, after a last call).
+func pollUntil(timeout, interval time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
+	return true
+}
+
 // waitApplied waits until the replica handled every message up to seq.
 func (p *routerProc) waitApplied(seq uint64, timeout time.Duration) replicaReport {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r := p.report()
-		if r.AppliedSeq >= seq {
-			return r
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: applied %d, want %d after %v; log:\n%s", p.name, r.AppliedSeq, seq, timeout, p.logTail())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var r replicaReport
+	if !pollUntil(timeout, 20*time.Millisecond, func() bool { r = p.report(); return r.AppliedSeq >= seq }) {
+		p.t.Fatalf("%s: applied %d, want %d after %v; log:\n%s", p.name, r.AppliedSeq, seq, timeout, p.logTail())
 	}
+	return r
 }
 
 // bridgePublisher publishes engine batches as the bridge does, retrying through server restarts
@@ -808,11 +815,8 @@ func TestReplicasOnJetStream(t *testing.T) {
 
 	// Phase 1: a third of the stream, then kill -9 of replica 3 once a snapshot exists.
 	e.publishTo(0.35)
-	for deadline := time.Now().Add(20 * time.Second); len(e.snapshots()) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no snapshot saved")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !pollUntil(20*time.Second, 50*time.Millisecond, func() bool { return len(e.snapshots()) > 0 }) {
+		t.Fatal("no snapshot saved")
 	}
 	r3.kill9()
 	t.Logf("killed %s (kill -9) at stream sequence %d", r3.name, e.lastSeq())
@@ -827,15 +831,9 @@ func TestReplicasOnJetStream(t *testing.T) {
 	e.publishTo(0.75)
 	// The replica reconnects on its own clock (every 250 ms plus jitter), which may be after
 	// the publisher's: wait for it rather than sample once.
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		got := r1.report().Reconnects
-		if got > before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: %d reconnections 15 s after the nats-server restart, want more than %d", r1.name, got, before)
-			break
-		}
+	var reconnects uint64
+	if !pollUntil(15*time.Second, 50*time.Millisecond, func() bool { reconnects = r1.report().Reconnects; return reconnects > before }) {
+		t.Errorf("%s: %d reconnections 15 s after the nats-server restart, want more than %d", r1.name, reconnects, before)
 	}
 
 	// Phase 3: replica 3 comes back: bootstrap from the newest snapshot, catch up.
