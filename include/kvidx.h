@@ -96,6 +96,13 @@
 #define KVIDX_HAS_SNAPSHOTS 1
 
 /**
+ * Defined (1) when engine feeds take engine epochs and save their tracking state:
+ * `kvidx_engine_feed_apply_epoch_at`, `kvidx_engine_feed_save_state` and
+ * `kvidx_engine_feed_restore_state` (additions to ABI v1).
+ */
+#define KVIDX_HAS_FEED_STATE 1
+
+/**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
  * A sentinel, not an enum value: `UINT32_MAX` does not fit a C enum before C23.
  */
@@ -1043,6 +1050,32 @@ enum kvidx_status kvidx_engine_feed_apply_at(const struct kvidx_engine_feed *fee
                                              struct kvidx_engine_batch_result *out);
 
 /**
+ * Like `kvidx_engine_feed_apply_at`, with the engine epoch the batch came in (`*epoch`: the
+ * bridge's id of one engine connection, the `Kvidx-Engine-Epoch` header; `epoch == NULL`:
+ * not known). A publisher whose epoch differs from the one of its previous batch restarted:
+ * `out->seq_status` is `KVIDX_SEQ_RESTART`, the worker is cleared first (unless the feed's
+ * flags say otherwise; in the offset batch, so skipped with it), and the publisher's
+ * sequence tracking starts afresh at this batch, so no sequence of the new epoch is taken
+ * for a batch of the old one. A batch without an epoch keeps the publisher's epoch.
+ *
+ * Statuses as `kvidx_engine_feed_apply_at`.
+ *
+ * # Safety
+ * As `kvidx_engine_feed_apply`; `epoch` is NULL or readable.
+ */
+enum kvidx_status kvidx_engine_feed_apply_epoch_at(const struct kvidx_engine_feed *feed,
+                                                   const struct kvidx_indexer *indexer,
+                                                   uint64_t worker_id,
+                                                   uint32_t dp_rank,
+                                                   const uint64_t *epoch,
+                                                   const uint8_t *seq_frame,
+                                                   size_t seq_len,
+                                                   const uint8_t *payload,
+                                                   size_t len,
+                                                   uint64_t offset,
+                                                   struct kvidx_engine_batch_result *out);
+
+/**
  * Copies a feed's counters to `*out`. Every counter saturates at `UINT64_MAX`.
  *
  * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
@@ -1110,6 +1143,42 @@ enum kvidx_status kvidx_engine_feed_remove_worker_dp_rank(const struct kvidx_eng
  * `feed` is NULL or a live feed; `out` is NULL or writable.
  */
 enum kvidx_status kvidx_engine_feed_publishers(const struct kvidx_engine_feed *feed, uint64_t *out);
+
+/**
+ * Writes a feed's per-publisher tracking state (each publisher's next expected sequence,
+ * engine epoch and next event id; 40 bytes per publisher plus 20) to `out[0 .. *out_len]`.
+ * If `out_cap` is smaller, returns `KVIDX_ERR_BUFFER_TOO_SMALL` with the size needed in
+ * `*out_len` and `out` untouched (`out` may then be NULL with `out_cap == 0`). The counters
+ * are not included. Save it while no call applies a batch through the feed, at the position
+ * the index's snapshot is taken for (a replica: the stream sequence of the last message fed).
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out_len`, `KVIDX_ERR_POISONED` if an
+ * earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out` is writable for `out_cap` bytes; `out_len` is NULL or
+ * writable.
+ */
+enum kvidx_status kvidx_engine_feed_save_state(const struct kvidx_engine_feed *feed,
+                                               uint8_t *out,
+                                               size_t out_cap,
+                                               size_t *out_len);
+
+/**
+ * Replaces a feed's per-publisher tracking state with bytes `kvidx_engine_feed_save_state`
+ * wrote for a feed of the same format; the counters are kept.
+ *
+ * Returns `KVIDX_ERR_MALFORMED` for bytes that are not a saved feed state (then nothing
+ * changes), `KVIDX_ERR_INVALID_ARGUMENT` for the state of a feed of another format,
+ * `KVIDX_ERR_NULL_POINTER` for a NULL `feed` (or a NULL `state` with `len > 0`),
+ * `KVIDX_ERR_POISONED` if an earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `state` is readable for `len` bytes.
+ */
+enum kvidx_status kvidx_engine_feed_restore_state(const struct kvidx_engine_feed *feed,
+                                                  const uint8_t *state,
+                                                  size_t len);
 
 /**
  * Applies or queues `n` events as offset batches: the events of each worker named in the

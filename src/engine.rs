@@ -238,7 +238,7 @@ unsafe fn remove_through_feed(
 
 /// The feed behind the lock (a feed whose lock a panic poisoned is itself poisoned, and
 /// never gets here).
-fn lock(feed: &Mutex<EngineFeed>) -> Result<MutexGuard<'_, EngineFeed>, kvidx_status> {
+pub(crate) fn lock(feed: &Mutex<EngineFeed>) -> Result<MutexGuard<'_, EngineFeed>, kvidx_status> {
     feed.lock().map_err(|_| kvidx_status::KVIDX_ERR_POISONED)
 }
 
@@ -434,7 +434,8 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply(
         // SAFETY: the caller guarantees what `feed_apply` requires (the same `# Safety`).
         unsafe {
             feed_apply(
-                feed, indexer, worker_id, dp_rank, seq_frame, seq_len, payload, len, None, out,
+                feed, indexer, worker_id, dp_rank, seq_frame, seq_len, payload, len, None, None,
+                out,
             )
         }
     })
@@ -476,15 +477,65 @@ pub unsafe extern "C" fn kvidx_engine_feed_apply_at(
                 payload,
                 len,
                 Some(offset),
+                None,
                 out,
             )
         }
     })
 }
 
-/// The body of `kvidx_engine_feed_apply` (`offset` `None`) and `kvidx_engine_feed_apply_at`
+/// Like `kvidx_engine_feed_apply_at`, with the engine epoch the batch came in (`*epoch`: the
+/// bridge's id of one engine connection, the `Kvidx-Engine-Epoch` header; `epoch == NULL`:
+/// not known). A publisher whose epoch differs from the one of its previous batch restarted:
+/// `out->seq_status` is `KVIDX_SEQ_RESTART`, the worker is cleared first (unless the feed's
+/// flags say otherwise; in the offset batch, so skipped with it), and the publisher's
+/// sequence tracking starts afresh at this batch, so no sequence of the new epoch is taken
+/// for a batch of the old one. A batch without an epoch keeps the publisher's epoch.
+///
+/// Statuses as `kvidx_engine_feed_apply_at`.
+///
+/// # Safety
+/// As `kvidx_engine_feed_apply`; `epoch` is NULL or readable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kvidx_engine_feed_apply_epoch_at(
+    feed: *const kvidx_engine_feed,
+    indexer: *const kvidx_indexer,
+    worker_id: u64,
+    dp_rank: u32,
+    epoch: *const u64,
+    seq_frame: *const u8,
+    seq_len: usize,
+    payload: *const u8,
+    len: usize,
+    offset: u64,
+    out: *mut kvidx_engine_batch_result,
+) -> kvidx_status {
+    export!(handle feed, |feed| {
+        // SAFETY: the caller guarantees `epoch` is NULL or readable.
+        let epoch = unsafe { args::optional(epoch) }?;
+        // SAFETY: the caller guarantees what `feed_apply` requires (the same `# Safety`).
+        unsafe {
+            feed_apply(
+                feed,
+                indexer,
+                worker_id,
+                dp_rank,
+                seq_frame,
+                seq_len,
+                payload,
+                len,
+                Some(offset),
+                epoch,
+                out,
+            )
+        }
+    })
+}
+
+/// The body of `kvidx_engine_feed_apply` (`offset` `None`), `kvidx_engine_feed_apply_at`
 /// (`Some(offset)`; `Some(0)` is `KVIDX_ERR_INVALID_ARGUMENT`, checked before the payload is
-/// read).
+/// read) and `kvidx_engine_feed_apply_epoch_at` (an `epoch`; only with an offset).
 ///
 /// # Safety
 /// As `kvidx_engine_feed_apply` (`feed` is the value behind its live handle).
@@ -499,6 +550,7 @@ unsafe fn feed_apply(
     payload: *const u8,
     len: usize,
     offset: Option<u64>,
+    epoch: Option<u64>,
     out: *mut kvidx_engine_batch_result,
 ) -> Result<(), kvidx_status> {
     // SAFETY: the caller guarantees `indexer` is NULL or live for the whole call.
@@ -521,7 +573,9 @@ unsafe fn feed_apply(
     let (sink, rank) = (IndexerSink(ix), rank_of(dp_rank));
     let report = match offset {
         None => feed.apply_message(&sink, worker_id, rank, seq, payload),
-        Some(offset) => feed.apply_message_at(&sink, worker_id, rank, seq, payload, offset),
+        Some(offset) => {
+            feed.apply_message_in_epoch_at(&sink, worker_id, rank, epoch, seq, payload, offset)
+        }
     }
     .map_err(feed_error)?;
     // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.

@@ -31,6 +31,8 @@ mod info;
 
 mod engine;
 
+mod feed_state;
+
 mod replica;
 
 mod snapshots;
@@ -54,6 +56,11 @@ pub const KVIDX_HAS_TIERS: u32 = 1;
 /// `kvidx_snapshot_restore(_file)` (additions to ABI v1).
 pub const KVIDX_HAS_SNAPSHOTS: u32 = 1;
 
+/// Defined (1) when engine feeds take engine epochs and save their tracking state:
+/// `kvidx_engine_feed_apply_epoch_at`, `kvidx_engine_feed_save_state` and
+/// `kvidx_engine_feed_restore_state` (additions to ABI v1).
+pub const KVIDX_HAS_FEED_STATE: u32 = 1;
+
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
     kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
@@ -62,16 +69,17 @@ pub use c_types::{
 };
 pub use engine::{
     kvidx_apply_engine_batch, kvidx_apply_engine_batch_at, kvidx_engine_batch_result,
-    kvidx_engine_feed_apply, kvidx_engine_feed_apply_at, kvidx_engine_feed_forget,
-    kvidx_engine_feed_free, kvidx_engine_feed_new, kvidx_engine_feed_publishers,
-    kvidx_engine_feed_remove_worker, kvidx_engine_feed_remove_worker_dp_rank,
-    kvidx_engine_feed_stats, kvidx_engine_stats, KVIDX_DP_RANK_FROM_BATCH,
-    KVIDX_ENGINE_MAX_PAYLOAD,
+    kvidx_engine_feed_apply, kvidx_engine_feed_apply_at, kvidx_engine_feed_apply_epoch_at,
+    kvidx_engine_feed_forget, kvidx_engine_feed_free, kvidx_engine_feed_new,
+    kvidx_engine_feed_publishers, kvidx_engine_feed_remove_worker,
+    kvidx_engine_feed_remove_worker_dp_rank, kvidx_engine_feed_stats, kvidx_engine_stats,
+    KVIDX_DP_RANK_FROM_BATCH, KVIDX_ENGINE_MAX_PAYLOAD,
 };
 pub use events::{
     kvidx_apply_event, kvidx_apply_events, kvidx_flush, kvidx_remove_worker,
     kvidx_remove_worker_dp_rank,
 };
+pub use feed_state::{kvidx_engine_feed_restore_state, kvidx_engine_feed_save_state};
 pub use hashing::{kvidx_hash_tokens, kvidx_seq_hashes};
 pub use info::{kvidx_abi_version, kvidx_status_str, kvidx_version};
 pub use lifecycle::{

@@ -294,14 +294,15 @@ func (f *EngineFeed) Close() error {
 // bytes fails with [ErrInvalidArgument] (checked first, counted nowhere). A closed feed or
 // indexer gives [ErrClosed], a nil indexer [ErrNullPointer].
 func (f *EngineFeed) Apply(ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte) (EngineBatchResult, error) {
-	return f.apply("EngineFeed.Apply", ix, workerID, dpRank, seqFrame, payload, false, 0)
+	return f.apply("EngineFeed.Apply", ix, workerID, dpRank, seqFrame, payload, false, 0, nil)
 }
 
-// apply is the body of [EngineFeed.Apply] (at false) and [EngineFeed.ApplyAt] (at true, as
-// one offset batch at offset): it holds the feed and the indexer open while the library
-// applies the payload. A closed feed or indexer gives [ErrClosed], a nil indexer
-// [ErrNullPointer]; ApplyAt also needs a library with snapshots (offset batches).
-func (f *EngineFeed) apply(op string, ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte, at bool, offset uint64) (EngineBatchResult, error) {
+// apply is the body of [EngineFeed.Apply] (at false), [EngineFeed.ApplyAt] (at true, as
+// one offset batch at offset) and [EngineFeed.ApplyInEpochAt] (at true with an epoch): it
+// holds the feed and the indexer open while the library applies the payload. A closed feed
+// or indexer gives [ErrClosed], a nil indexer [ErrNullPointer]; ApplyAt also needs a library
+// with snapshots (offset batches), ApplyInEpochAt one with feed state.
+func (f *EngineFeed) apply(op string, ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte, at bool, offset uint64, epoch *uint64) (EngineBatchResult, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.h == nilFeed {
@@ -318,9 +319,15 @@ func (f *EngineFeed) apply(op string, ix *Indexer, workerID uint64, dpRank uint3
 	if at && !libHasSnapshots() {
 		return EngineBatchResult{}, noSnapshotsError(op)
 	}
+	if epoch != nil && !libHasFeedState() {
+		return EngineBatchResult{}, noFeedStateError(op)
+	}
 	var st Status
 	var r cBatchResult
-	if at {
+	if epoch != nil {
+		st, r = libFeedApplyEpochAt(f.h, ix.h, workerID, dpRank, *epoch, bytesPtr(seqFrame), len(seqFrame),
+			bytesPtr(payload), len(payload), offset)
+	} else if at {
 		st, r = libFeedApplyAt(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
 			bytesPtr(payload), len(payload), offset)
 	} else {

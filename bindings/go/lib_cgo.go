@@ -122,6 +122,26 @@ static kvidx_go_batch kvidx_go_feed_apply_at(kvidx_engine_feed *feed, kvidx_inde
 	return r;
 }
 
+static kvidx_go_batch kvidx_go_feed_apply_epoch_at(kvidx_engine_feed *feed, kvidx_indexer *ix,
+                                                   uint64_t worker, uint32_t rank,
+                                                   uint64_t epoch, const uint8_t *seq,
+                                                   size_t seq_len, const uint8_t *payload,
+                                                   size_t len, uint64_t offset) {
+	kvidx_go_batch r;
+	memset(&r, 0, sizeof r);
+	r.status = (uint32_t)kvidx_engine_feed_apply_epoch_at(feed, ix, worker, rank, &epoch, seq,
+	                                                      seq_len, payload, len, offset,
+	                                                      &r.result);
+	return r;
+}
+
+static kvidx_go_len kvidx_go_feed_save_state(const kvidx_engine_feed *feed, uint8_t *out,
+                                             size_t cap) {
+	kvidx_go_len r = {0, 0};
+	r.status = (uint32_t)kvidx_engine_feed_save_state(feed, out, cap, &r.len);
+	return r;
+}
+
 static kvidx_go_u64 kvidx_go_watermark(const kvidx_indexer *ix, uint64_t worker, uint32_t rank) {
 	kvidx_go_u64 r = {0, 0};
 	r.status = (uint32_t)kvidx_watermark(ix, worker, rank, &r.value);
@@ -472,6 +492,26 @@ func libFeedApplyAt(f feedHandle, h handle, worker uint64, rank uint32, seq *byt
 		(*C.uint8_t)(unsafe.Pointer(seq)), C.size_t(seqLen), (*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n),
 		C.uint64_t(offset))
 	return Status(r.status), *(*cBatchResult)(unsafe.Pointer(&r.result))
+}
+
+// libHasFeedState says whether the library has engine epochs and feed state: always with
+// cgo, where the header's KVIDX_HAS_FEED_STATE functions are linked at build time.
+func libHasFeedState() bool { return true }
+
+func libFeedApplyEpochAt(f feedHandle, h handle, worker uint64, rank uint32, epoch uint64, seq *byte, seqLen int, p *byte, n int, offset uint64) (Status, cBatchResult) {
+	r := C.kvidx_go_feed_apply_epoch_at(f, h, C.uint64_t(worker), C.uint32_t(rank), C.uint64_t(epoch),
+		(*C.uint8_t)(unsafe.Pointer(seq)), C.size_t(seqLen), (*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n),
+		C.uint64_t(offset))
+	return Status(r.status), *(*cBatchResult)(unsafe.Pointer(&r.result))
+}
+
+func libFeedSaveState(f feedHandle, out *byte, n int) (int, Status) {
+	r := C.kvidx_go_feed_save_state(f, (*C.uint8_t)(unsafe.Pointer(out)), C.size_t(n))
+	return int(r.len), Status(r.status)
+}
+
+func libFeedRestoreState(f feedHandle, p *byte, n int) Status {
+	return Status(C.kvidx_engine_feed_restore_state(f, (*C.uint8_t)(unsafe.Pointer(p)), C.size_t(n)))
 }
 
 func libWatermark(h handle, worker uint64, rank uint32) (uint64, Status) {

@@ -45,6 +45,7 @@ var lib struct {
 	applyEventOnTier, applyEventsOnTiers, findMatchesTiered, tieredScore        uintptr
 	applyEventsAt, applyEngineBatchAt, feedApplyAt, watermark, getReplicaStats  uintptr
 	snapshotWrite, snapshotRestore                                              uintptr
+	feedApplyEpochAt, feedSaveState, feedRestoreState                           uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -136,6 +137,11 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_get_replica_stats", &lib.getReplicaStats},
 		{"kvidx_snapshot_write", &lib.snapshotWrite},
 		{"kvidx_snapshot_restore", &lib.snapshotRestore},
+		// KVIDX_HAS_FEED_STATE: without them the methods fail with ErrLibraryUnavailable (see
+		// libHasFeedState).
+		{"kvidx_engine_feed_apply_epoch_at", &lib.feedApplyEpochAt},
+		{"kvidx_engine_feed_save_state", &lib.feedSaveState},
+		{"kvidx_engine_feed_restore_state", &lib.feedRestoreState},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0
@@ -345,6 +351,39 @@ func libFeedApplyAt(f feedHandle, h handle, worker uint64, rank uint32, seq *byt
 	r := *cell
 	resultPool.Put(cell)
 	return st, r
+}
+
+// libHasFeedState says whether the loaded library has engine epochs and feed state
+// (KVIDX_HAS_FEED_STATE).
+func libHasFeedState() bool {
+	return lib.feedApplyEpochAt != 0 && lib.feedSaveState != 0 && lib.feedRestoreState != 0
+}
+
+func libFeedApplyEpochAt(f feedHandle, h handle, worker uint64, rank uint32, epoch uint64, seq *byte, seqLen int, p *byte, n int, offset uint64) (Status, cBatchResult) {
+	cell := resultPool.Get().(*cBatchResult)
+	*cell = cBatchResult{}
+	ep := new(uint64)
+	*ep = epoch
+	st := status(purego.SyscallN(lib.feedApplyEpochAt, f, h, uintptr(worker), uintptr(rank),
+		uintptr(unsafe.Pointer(ep)), uintptr(unsafe.Pointer(seq)), uintptr(seqLen),
+		uintptr(unsafe.Pointer(p)), uintptr(n), uintptr(offset), uintptr(unsafe.Pointer(cell))))
+	r := *cell
+	resultPool.Put(cell)
+	return st, r
+}
+
+func libFeedSaveState(f feedHandle, out *byte, n int) (int, Status) {
+	cell := lenPool.Get().(*lenCell)
+	cell.n = 0
+	st := status(purego.SyscallN(lib.feedSaveState, f, uintptr(unsafe.Pointer(out)), uintptr(n),
+		uintptr(unsafe.Pointer(&cell.n))))
+	got := int(cell.n)
+	lenPool.Put(cell)
+	return got, st
+}
+
+func libFeedRestoreState(f feedHandle, p *byte, n int) Status {
+	return status(purego.SyscallN(lib.feedRestoreState, f, uintptr(unsafe.Pointer(p)), uintptr(n)))
 }
 
 func libWatermark(h handle, worker uint64, rank uint32) (uint64, Status) {

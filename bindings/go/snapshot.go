@@ -134,7 +134,7 @@ func (ix *Indexer) ApplyEngineBatchAt(format EngineFormat, workerID uint64, dpRa
 // whole when offset is at or below the worker's watermark. Sequence tracking is that of
 // Apply.
 func (f *EngineFeed) ApplyAt(ix *Indexer, workerID uint64, dpRank uint32, seqFrame, payload []byte, offset uint64) (EngineBatchResult, error) {
-	return f.apply("EngineFeed.ApplyAt", ix, workerID, dpRank, seqFrame, payload, true, offset)
+	return f.apply("EngineFeed.ApplyAt", ix, workerID, dpRank, seqFrame, payload, true, offset, nil)
 }
 
 // WriteSnapshot streams the index's state to w while events keep being applied: each

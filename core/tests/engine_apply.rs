@@ -644,3 +644,99 @@ fn an_engine_batch_at_an_offset_is_one_unit_skipped_at_or_below_the_watermark() 
         );
     }
 }
+
+#[test]
+fn a_new_engine_epoch_is_a_restart_never_a_gap_filled() {
+    let indexer = sync_indexer();
+    let mut feed = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    let store = fixture("trtllm_map");
+    let w = Worker::new(7, 0);
+    let mut offset = 0;
+    let mut apply = |feed: &mut EngineFeed, epoch, seq| {
+        offset += 1;
+        feed.apply_message_in_epoch_at(&indexer, 7, Some(0), epoch, seq, &store, offset)
+            .unwrap()
+    };
+    assert_eq!(
+        apply(&mut feed, Some(10), Some(0)).seq,
+        Some(SeqStatus::First)
+    );
+    assert_eq!(
+        apply(&mut feed, Some(10), Some(1)).seq,
+        Some(SeqStatus::InOrder)
+    );
+    // Epoch 11 sends 2: in the old epoch "in order", in truth a new engine's batch.
+    let r = apply(&mut feed, Some(11), Some(2));
+    assert_eq!(
+        (r.seq, r.cleared_worker),
+        (
+            Some(SeqStatus::Restart {
+                expected: 2,
+                got: 2
+            }),
+            true
+        )
+    );
+    // Tracking restarted at the new epoch's batch: 3 is in order, not a gap of the old one.
+    assert_eq!(
+        apply(&mut feed, Some(11), Some(3)).seq,
+        Some(SeqStatus::InOrder)
+    );
+    // A batch without an epoch keeps the publisher's.
+    assert_eq!(
+        apply(&mut feed, None, Some(4)).seq,
+        Some(SeqStatus::InOrder)
+    );
+    assert_eq!(
+        apply(&mut feed, Some(11), Some(5)).seq,
+        Some(SeqStatus::InOrder)
+    );
+    // A new epoch without a sequence is still a restart.
+    let r = apply(&mut feed, Some(12), None);
+    assert!(r.cleared_worker);
+    assert_eq!(feed.tracker().expected(&w), None);
+    assert_eq!(feed.stats().restarts, 2);
+}
+
+#[test]
+fn a_restored_feed_classifies_every_next_batch_as_the_saved_one() {
+    let store = fixture("trtllm_map");
+    let indexer = sync_indexer();
+    let mut saved = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    // Publishers in every state: tracked, with an epoch, untracked, rank from the batch.
+    saved
+        .apply_message_in_epoch_at(&indexer, 1, Some(0), Some(5), Some(3), &store, 1)
+        .unwrap();
+    saved
+        .apply_message_in_epoch_at(&indexer, 2, Some(1), None, None, &store, 2)
+        .unwrap();
+    saved
+        .apply_message_in_epoch_at(&indexer, 3, None, Some(9), Some(0), &store, 3)
+        .unwrap();
+    let bytes = saved.save_state();
+    let mut restored = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    restored.restore_state(&bytes).unwrap();
+    assert_eq!(restored.save_state(), bytes);
+    assert_eq!(restored.publishers(), 3);
+    let mut other = EngineFeed::new(FeedConfig::new(Format::Vllm));
+    assert!(other.restore_state(&bytes).is_err());
+    assert!(restored.restore_state(&bytes[..bytes.len() - 3]).is_err());
+    assert_eq!(restored.publishers(), 3, "a refused state changes nothing");
+    let mut offset = 10;
+    for (id, rank, epoch, seq) in [
+        (1, Some(0), Some(5), Some(4)),
+        (1, Some(0), Some(6), Some(5)),
+        (2, Some(1), None, Some(8)),
+        (3, None, Some(9), Some(7)),
+    ] {
+        offset += 1;
+        let a = saved
+            .apply_message_in_epoch_at(&indexer, id, rank, epoch, seq, &store, offset)
+            .unwrap();
+        let b = restored
+            .apply_message_in_epoch_at(&indexer, id, rank, epoch, seq, &store, offset)
+            .unwrap();
+        assert_eq!((a.seq, a.cleared_worker), (b.seq, b.cleared_worker));
+    }
+    assert_eq!(restored.save_state(), saved.save_state());
+}

@@ -14,6 +14,7 @@ use crate::{Error, Indexer};
 use super::batch::{DecodedBatch, Format};
 use super::decode::BatchEvents;
 use super::error::DecodeError;
+use super::feed_state::{self, FeedStateError, PublisherState};
 use super::seq::{SeqStatus, SeqTracker};
 use super::to_index::{to_events, ApplyOptions, Conversion, SkipCounts};
 
@@ -326,6 +327,7 @@ pub struct EngineFeed {
     config: FeedConfig,
     tracker: SeqTracker<Worker>,
     event_ids: HashMap<Worker, u64>,
+    epochs: HashMap<Worker, u64>,
     stats: EngineStats,
 }
 
@@ -336,6 +338,7 @@ impl EngineFeed {
             config,
             tracker: SeqTracker::new(),
             event_ids: HashMap::new(),
+            epochs: HashMap::new(),
             stats: EngineStats::default(),
         }
     }
@@ -364,12 +367,14 @@ impl EngineFeed {
     /// event-id counter. Returns whether the feed knew it.
     pub fn forget(&mut self, worker: Worker) -> bool {
         let tracked = self.tracker.forget(&worker);
-        self.event_ids.remove(&worker).is_some() || tracked
+        let epoch = self.epochs.remove(&worker).is_some();
+        self.event_ids.remove(&worker).is_some() || tracked || epoch
     }
 
     /// Forgets every dp rank of a worker; returns how many publishers were forgotten.
     pub fn forget_worker(&mut self, worker_id: u64) -> usize {
         self.tracker.retain(|w| w.worker_id != worker_id);
+        self.epochs.retain(|w, _| w.worker_id != worker_id);
         let before = self.event_ids.len();
         self.event_ids.retain(|w, _| w.worker_id != worker_id);
         before - self.event_ids.len()
@@ -407,7 +412,7 @@ impl EngineFeed {
         seq: Option<u64>,
         payload: &[u8],
     ) -> Result<BatchReport, FeedError> {
-        self.apply_message_with(indexer, worker_id, dp_rank, seq, payload, None)
+        self.apply_message_with(indexer, worker_id, dp_rank, None, seq, payload, None)
     }
 
     /// Like [`EngineFeed::apply_message`], the decoded batch (with the clear a gap or restart
@@ -425,22 +430,98 @@ impl EngineFeed {
         offset: u64,
     ) -> Result<BatchReport, FeedError> {
         check_offset(offset).map_err(FeedError::Index)?;
-        self.apply_message_with(indexer, worker_id, dp_rank, seq, payload, Some(offset))
+        self.apply_message_with(
+            indexer,
+            worker_id,
+            dp_rank,
+            None,
+            seq,
+            payload,
+            Some(offset),
+        )
     }
 
+    /// Like [`EngineFeed::apply_message_at`], with the engine epoch the batch came in (the
+    /// bridge's id of one engine connection; `None`: not known). A publisher whose epoch
+    /// differs from the one of its previous batch restarted: the batch is a
+    /// [`SeqStatus::Restart`] (the worker is cleared first, as configured), and its sequence
+    /// tracking starts afresh at this batch, so a sequence of the new epoch never counts as
+    /// filling a gap of the old one. A batch without an epoch keeps the publisher's epoch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_message_in_epoch_at<S: EventSink + ?Sized>(
+        &mut self,
+        indexer: &S,
+        worker_id: u64,
+        dp_rank: Option<u32>,
+        epoch: Option<u64>,
+        seq: Option<u64>,
+        payload: &[u8],
+        offset: u64,
+    ) -> Result<BatchReport, FeedError> {
+        check_offset(offset).map_err(FeedError::Index)?;
+        self.apply_message_with(
+            indexer,
+            worker_id,
+            dp_rank,
+            epoch,
+            seq,
+            payload,
+            Some(offset),
+        )
+    }
+
+    /// Every publisher's tracking state (next sequence, epoch, next event id) as bytes
+    /// (`feed_state`'s layout), for [`EngineFeed::restore_state`]. Counters are not included.
+    pub fn save_state(&self) -> Vec<u8> {
+        let states = self
+            .event_ids
+            .iter()
+            .map(|(&worker, &next_event_id)| PublisherState {
+                worker,
+                next_seq: self.tracker.expected(&worker),
+                epoch: self.epochs.get(&worker).copied(),
+                next_event_id,
+            })
+            .collect();
+        feed_state::encode(self.config.format, states)
+    }
+
+    /// Replaces every publisher's tracking state with what [`EngineFeed::save_state`] wrote
+    /// (of a feed of the same format); the counters are kept. Bytes that are not such a
+    /// state change nothing.
+    pub fn restore_state(&mut self, bytes: &[u8]) -> Result<(), FeedStateError> {
+        let states = feed_state::decode(self.config.format, bytes)?;
+        self.tracker.retain(|_| false);
+        self.event_ids.clear();
+        self.epochs.clear();
+        for p in states {
+            self.event_ids.insert(p.worker, p.next_event_id);
+            if let Some(next) = p.next_seq {
+                self.tracker.set_expected(&p.worker, next);
+            }
+            if let Some(epoch) = p.epoch {
+                self.epochs.insert(p.worker, epoch);
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn apply_message_with<S: EventSink + ?Sized>(
         &mut self,
         indexer: &S,
         worker_id: u64,
         dp_rank: Option<u32>,
+        epoch: Option<u64>,
         seq: Option<u64>,
         payload: &[u8],
         offset: Option<u64>,
     ) -> Result<BatchReport, FeedError> {
         // Decide the reaction from the state before the batch; record nothing until the
         // whole payload has decoded.
-        let mut plan = (None, false);
-        let (tracker, event_ids, config) = (&self.tracker, &self.event_ids, &self.config);
+        let mut plan = (None, false, false);
+        let (tracker, event_ids, epochs, config) =
+            (&self.tracker, &self.event_ids, &self.epochs, &self.config);
         let converted = convert_payload(
             config.format,
             payload,
@@ -448,13 +529,24 @@ impl EngineFeed {
             dp_rank,
             &config.options,
             |worker| {
-                let status = seq.map(|seq| tracker.check(&worker, seq));
+                let new_epoch = match (epoch, epochs.get(&worker)) {
+                    (Some(epoch), Some(&old)) => epoch != old,
+                    _ => false,
+                };
+                let status = if new_epoch {
+                    Some(SeqStatus::Restart {
+                        expected: tracker.expected(&worker).unwrap_or(0),
+                        got: seq.unwrap_or(0),
+                    })
+                } else {
+                    seq.map(|seq| tracker.check(&worker, seq))
+                };
                 let clear = match status {
                     Some(SeqStatus::Gap { .. }) => config.clear_on_gap,
                     Some(SeqStatus::Restart { .. }) => config.clear_on_restart,
                     _ => false,
                 };
-                plan = (status, clear);
+                plan = (status, clear, new_epoch);
                 let next = event_ids.get(&worker).copied().unwrap_or(0);
                 next.wrapping_add(u64::from(clear))
             },
@@ -466,8 +558,14 @@ impl EngineFeed {
                 return Err(FeedError::Decode(e));
             }
         };
-        let (status, clear) = plan;
+        let (status, clear, new_epoch) = plan;
         let worker = converted.worker;
+        if new_epoch {
+            self.tracker.forget(&worker);
+        }
+        if let Some(epoch) = epoch {
+            self.epochs.insert(worker, epoch);
+        }
         if let Some(seq) = seq {
             self.tracker.record(&worker, seq);
         }

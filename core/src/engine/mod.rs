@@ -20,6 +20,7 @@ mod batch;
 mod decode;
 mod error;
 mod feed;
+mod feed_state;
 mod msgpack;
 mod seq;
 mod to_index;
@@ -32,6 +33,7 @@ pub use feed::{
     apply_batch, apply_payload, apply_payload_at, BatchReport, EngineFeed, EngineStats, EventSink,
     FeedConfig, FeedError,
 };
+pub use feed_state::{FeedStateError, PublisherState};
 pub use msgpack::MAX_DEPTH;
 pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};
 pub use to_index::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};

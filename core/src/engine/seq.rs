@@ -121,6 +121,12 @@ impl<K: Eq + Hash + Clone> SeqTracker<K> {
         self.next.get(key).copied()
     }
 
+    /// Sets the next sequence expected from `key`, as if `next - 1` had been recorded (e.g.
+    /// restoring saved state); the counters are not touched.
+    pub fn set_expected(&mut self, key: &K, next: u64) {
+        self.next.insert(key.clone(), next);
+    }
+
     /// Forgets a publisher (e.g. when its worker is removed); returns whether it was known.
     pub fn forget(&mut self, key: &K) -> bool {
         self.next.remove(key).is_some()
