@@ -429,16 +429,7 @@ impl EngineFeed {
         payload: &[u8],
         offset: u64,
     ) -> Result<BatchReport, FeedError> {
-        check_offset(offset).map_err(FeedError::Index)?;
-        self.apply_message_with(
-            indexer,
-            worker_id,
-            dp_rank,
-            None,
-            seq,
-            payload,
-            Some(offset),
-        )
+        self.apply_message_in_epoch_at(indexer, worker_id, dp_rank, None, seq, payload, offset)
     }
 
     /// Like [`EngineFeed::apply_message_at`], with the engine epoch the batch came in (the
