@@ -740,3 +740,23 @@ fn a_restored_feed_classifies_every_next_batch_as_the_saved_one() {
     }
     assert_eq!(restored.save_state(), saved.save_state());
 }
+
+#[test]
+fn a_batch_claiming_the_rank_from_batch_value_is_refused_when_its_rank_is_taken() {
+    use rmpv::Value;
+    let batch = Value::Array(vec![
+        Value::F64(1.0),
+        Value::Array(vec![]),
+        Value::from(u32::MAX),
+    ]);
+    let mut payload = Vec::new();
+    rmpv::encode::write_value(&mut payload, &batch).unwrap();
+    let indexer = sync_indexer();
+    let mut feed = EngineFeed::new(FeedConfig::new(Format::Vllm));
+    let taken = feed.apply_message_at(&indexer, 7, None, Some(0), &payload, 1);
+    assert!(matches!(taken, Err(FeedError::Decode(_))), "{taken:?}");
+    assert_eq!(feed.publishers(), 0);
+    // A rank given by the caller does not read the batch's.
+    let given = feed.apply_message_at(&indexer, 7, Some(2), Some(0), &payload, 1);
+    assert_eq!(given.unwrap().dp_rank, 2);
+}

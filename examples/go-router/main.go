@@ -93,6 +93,7 @@ func main() {
 	flag.DurationVar(&o.nats.snapshotEvery, "snapshot-every", o.nats.snapshotEvery, "--nats: save a snapshot at least this often while messages arrive")
 	flag.IntVar(&o.nats.snapshotKeep, "snapshot-keep", o.nats.snapshotKeep, "--nats: newest snapshots kept in the bucket")
 	flag.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
+	flag.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
 	flag.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
 	flag.Parse()
 

@@ -3,14 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"slices"
-	"strconv"
-	"strings"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +45,9 @@ type natsOptions struct {
 	snapshotKeep int
 	// saveSnapshots turns saving off (the replica still loads them).
 	saveSnapshots bool
+	// serveBehind answers /route before the replica has caught up with the stream (the
+	// answers then come from a partial index; they carry Kvidx-Replica-Behind).
+	serveBehind bool
 	// allowGap starts even when the stream no longer holds every message after the restored
 	// snapshot (retention removed them): the index then misses those batches.
 	allowGap bool
@@ -63,27 +63,25 @@ func defaultNATSOptions() natsOptions {
 // watermark is the sequence of its last message applied, and a message at or below its
 // worker's watermark (already in a restored snapshot) is skipped by the library.
 type replica struct {
+	// streamApplier holds the index, the engine feeds, the publishers and the position
+	// (applied: the stream sequence of the last message handled).
+	streamApplier
 	o      natsOptions
-	ix     *kvidx.Indexer
 	router *Router
 	nc     *nats.Conn
 	stream jetstream.Stream
 	store  jetstream.ObjectStore
+	// streamCreated is the creation time (Unix ns) of the stream this replica follows.
+	streamCreated int64
 
-	feedsMu sync.Mutex
-	feeds   map[kvidx.EngineFormat]*kvidx.EngineFeed
-
-	pubsMu sync.Mutex
-	pubs   map[workerKey]kvidx.EngineFormat
-
-	// applied is the stream sequence of the last message handled (applied, skipped or
-	// refused); everything at or below it was submitted to the index.
-	applied   atomic.Uint64
 	streamTop atomic.Uint64 // the stream's last sequence, polled
+	// streamReset is why the stream this replica follows was deleted or recreated (nil
+	// while it is there): then nothing more is applied and /route answers 503.
+	streamReset atomic.Pointer[string]
 	// consumed counts messages handled since start; badMessages those refused (bad
-	// headers, malformed or oversized payloads); events the engine events decoded.
-	consumed, badMessages, events atomic.Uint64
-	sinceSnapshot                 atomic.Int64
+	// headers, malformed or oversized payloads).
+	consumed, badMessages atomic.Uint64
+	sinceSnapshot         atomic.Int64
 	// skippedSeqs counts stream sequences never delivered (deleted from the stream).
 	skippedSeqs atomic.Uint64
 	reconnects  atomic.Uint64
@@ -116,10 +114,9 @@ type bootReport struct {
 	Info        kvidx.SnapshotInfo `json:"info"`
 	// Watermarks are every restored publisher's watermark right after the restore.
 	Watermarks []watermarkReport `json:"watermarks"`
-	// Primed lists the stream sequences fed again (and skipped) to restore the engine
-	// feeds' sequence tracking; PrimeMissing counts publishers whose message was gone.
-	Primed       []uint64 `json:"primed"`
-	PrimeMissing int      `json:"prime_missing"`
+	// FeedPublishers counts the publishers whose engine feed state (next sequence, epoch)
+	// the snapshot restored.
+	FeedPublishers uint64 `json:"feed_publishers"`
 	// Gap counts the messages missed at start (--allow-stream-gap only).
 	Gap uint64 `json:"gap"`
 }
@@ -160,8 +157,12 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 	if o.snapshotMsgs == 0 || o.snapshotEvery <= 0 {
 		return nil, errors.New("--snapshot-msgs and --snapshot-every must be positive")
 	}
-	r := &replica{o: o, ix: ix, router: router, feeds: map[kvidx.EngineFormat]*kvidx.EngineFeed{},
-		pubs: map[workerKey]kvidx.EngineFormat{}}
+	r := &replica{o: o, router: router}
+	r.streamApplier = newStreamApplier(ix, func(k workerKey) {
+		if _, err := router.Register([]workerKey{k}); err != nil {
+			log.Printf("replica: worker %d rank %d is not a routing candidate: %v", k.ID, k.DpRank, err)
+		}
+	})
 	nc, err := nats.Connect(o.url, nats.Name("kvidx-go-router"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Printf("nats: disconnected: %v", err) }),
@@ -181,6 +182,7 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 	if r.stream, err = ensureStream(ctx, js); err != nil {
 		return fail(err)
 	}
+	r.streamCreated = r.stream.CachedInfo().Created.UnixNano()
 	if r.store, err = ensureBucket(ctx, js); err != nil {
 		return fail(err)
 	}
@@ -193,6 +195,7 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 	if err := r.consume(ctx); err != nil {
 		return fail(err)
 	}
+	r.pollOnce(ctx)
 	go r.pollStream(ctx)
 	if o.saveSnapshots {
 		go r.snapshotLoop(ctx)
@@ -317,16 +320,20 @@ func (r *replica) bootstrap(ctx context.Context) error {
 		if err == nil {
 			r.boot.RestoredFrom, r.boot.RestoredSeq, r.boot.Info = name, env.seq, info
 			r.boot.BootstrapMs = float64(time.Since(start).Microseconds()) / 1e3
-			r.adopt(env.publishers)
-			r.applied.Store(env.seq)
+			r.adopt(env)
 			r.boot.Watermarks = r.watermarks()
-			r.prime(ctx, env.seq)
+			r.boot.FeedPublishers = r.feedPublishers()
 			log.Printf("replica: restored %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d; consuming from %d",
 				name, r.boot.BootstrapMs, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark, env.seq+1)
 			return nil
 		}
+		r.resetFeeds()
 		kind := "cannot be restored"
-		if errors.Is(err, kvidx.ErrMalformed) || errors.Is(err, errBadEnvelope) {
+		switch {
+		case errors.Is(err, errOtherStream):
+			kind = "belongs to a deleted stream"
+			r.deleteStale(ctx, name)
+		case errors.Is(err, kvidx.ErrMalformed) || errors.Is(err, errBadEnvelope):
 			kind = "is malformed"
 		}
 		log.Printf("replica: snapshot %s %s (%v); falling back to an older one", name, kind, err)
@@ -337,49 +344,6 @@ func (r *replica) bootstrap(ctx context.Context) error {
 	}
 	log.Printf("replica: no usable snapshot in %s (%d tried): full replay of %s", snapshotBucket, len(r.boot.Failed), streamName)
 	return nil
-}
-
-// prime restores the engine feeds' per-publisher sequence tracking after a restore: the
-// feed's state is not in the snapshot, so without it a publisher's first batch after the
-// restore would be "first" where the replicas that never stopped see "in order" or a gap
-// (and clear the worker). Each publisher's message at its watermark W is fed again at offset
-// W: the library skips it (W is at or below the watermark) but the feed records its engine
-// sequence. Publishers with W > s need nothing: the consumer starts at s+1 and meets that
-// message anyway. A message gone from the stream (retention) is logged and counted.
-func (r *replica) prime(ctx context.Context, s uint64) {
-	for _, wm := range r.boot.Watermarks {
-		if wm.Watermark == 0 || wm.Watermark > s {
-			continue
-		}
-		m, err := retry(ctx, "reading message "+strconv.FormatUint(wm.Watermark, 10), func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-			m, err := r.stream.GetMsg(ctx, wm.Watermark)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				return nil, nil
-			}
-			return m, err
-		})
-		if err != nil || m == nil {
-			r.boot.PrimeMissing++
-			log.Printf("replica: message %d (worker %d rank %d) is not in the stream: its next batch starts its sequence afresh", wm.Watermark, wm.WorkerID, wm.DpRank)
-			continue
-		}
-		k, format, seqFrame, err := parseHeaders(m.Subject, m.Header)
-		if err != nil || k != (workerKey{wm.WorkerID, wm.DpRank}) {
-			r.boot.PrimeMissing++
-			log.Printf("replica: message %d does not belong to worker %d rank %d (%v)", wm.Watermark, wm.WorkerID, wm.DpRank, err)
-			continue
-		}
-		fd, err := r.feed(format)
-		if err == nil {
-			_, err = fd.ApplyAt(r.ix, k.ID, k.DpRank, seqFrame, m.Data, wm.Watermark)
-		}
-		if err != nil {
-			r.boot.PrimeMissing++
-			log.Printf("replica: priming worker %d rank %d with message %d: %v", k.ID, k.DpRank, wm.Watermark, err)
-			continue
-		}
-		r.boot.Primed = append(r.boot.Primed, wm.Watermark)
-	}
 }
 
 // restore loads one snapshot object into the (empty) index.
@@ -398,68 +362,48 @@ func (r *replica) restore(ctx context.Context, name string) (envelope, kvidx.Sna
 	if env.seq != want {
 		return env, kvidx.SnapshotInfo{}, fmt.Errorf("%w: sequence %d in an object named for %d", errBadEnvelope, env.seq, want)
 	}
+	if env.streamCreated != r.streamCreated {
+		return env, kvidx.SnapshotInfo{}, fmt.Errorf("%w: the snapshot's stream was created at %s, %s at %s",
+			errOtherStream, time.Unix(0, env.streamCreated).UTC().Format(time.RFC3339Nano), streamName,
+			time.Unix(0, r.streamCreated).UTC().Format(time.RFC3339Nano))
+	}
+	if err := r.restoreFeeds(env); err != nil {
+		return env, kvidx.SnapshotInfo{}, err
+	}
 	info, err := r.ix.RestoreSnapshot(br)
 	return env, info, err
 }
 
-// adopt makes restored publishers known (to the router as candidates, to the envelope of
-// later snapshots).
-func (r *replica) adopt(pubs []publisher) {
-	for _, p := range pubs {
-		r.notePublisher(p.key, p.format)
+// errOtherStream reports a snapshot of a stream that was deleted (and maybe recreated)
+// since: its sequences name other messages.
+var errOtherStream = errors.New("the snapshot belongs to another stream")
+
+// deleteStale deletes a snapshot of a deleted stream (when this replica saves snapshots):
+// no replica can use it, and its S would sort it before the new stream's snapshots.
+func (r *replica) deleteStale(ctx context.Context, name string) {
+	if !r.o.saveSnapshots {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.store.Delete(c, name); err == nil {
+		r.deleted.Add(1)
+	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		log.Printf("replica: deleting snapshot %s of a deleted stream: %v", name, err)
 	}
 }
 
-// notePublisher registers a publisher on first sight.
-func (r *replica) notePublisher(k workerKey, f kvidx.EngineFormat) {
-	r.pubsMu.Lock()
-	_, known := r.pubs[k]
-	if !known {
-		r.pubs[k] = f
-	}
-	r.pubsMu.Unlock()
-	if !known {
-		if _, err := r.router.Register([]workerKey{k}); err != nil {
-			log.Printf("replica: worker %d rank %d is not a routing candidate: %v", k.ID, k.DpRank, err)
+// feedPublishers counts the publishers the engine feeds hold state for.
+func (r *replica) feedPublishers() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n uint64
+	for _, fd := range r.feeds {
+		if p, err := fd.Publishers(); err == nil {
+			n += p
 		}
 	}
-}
-
-// publishers returns the known publishers, ordered by key.
-func (r *replica) publishers() []publisher {
-	r.pubsMu.Lock()
-	out := make([]publisher, 0, len(r.pubs))
-	for k, f := range r.pubs {
-		out = append(out, publisher{key: k, format: f})
-	}
-	r.pubsMu.Unlock()
-	slices.SortFunc(out, func(a, b publisher) int { return a.key.compare(b.key) })
-	return out
-}
-
-// watermarks returns every known publisher's watermark.
-func (r *replica) watermarks() []watermarkReport {
-	pubs := r.publishers()
-	out := make([]watermarkReport, len(pubs))
-	for i, p := range pubs {
-		out[i] = watermarkReport{WorkerID: p.key.ID, DpRank: p.key.DpRank, Watermark: r.ix.Watermark(p.key.ID, p.key.DpRank)}
-	}
-	return out
-}
-
-// feed returns the engine feed of a wire format (one per format, created on first use).
-func (r *replica) feed(f kvidx.EngineFormat) (*kvidx.EngineFeed, error) {
-	r.feedsMu.Lock()
-	defer r.feedsMu.Unlock()
-	if fd, ok := r.feeds[f]; ok {
-		return fd, nil
-	}
-	fd, err := kvidx.NewEngineFeed(f, 0)
-	if err != nil {
-		return nil, err
-	}
-	r.feeds[f] = fd
-	return fd, nil
+	return n
 }
 
 // consume starts the ordered consumer after r.applied. An ordered consumer is recreated by
@@ -494,6 +438,9 @@ func (r *replica) handle(m jetstream.Msg) {
 		log.Printf("replica: message without metadata: %v", err)
 		return
 	}
+	if r.streamReset.Load() != nil {
+		return // the stream was recreated: its sequences name other messages
+	}
 	seq := md.Sequence.Stream
 	prev := r.applied.Load()
 	if seq <= prev {
@@ -506,78 +453,20 @@ func (r *replica) handle(m jetstream.Msg) {
 		r.skippedSeqs.Add(seq - prev - 1)
 	}
 	r.consumed.Add(1)
-	if err := r.apply(m, seq); err != nil {
+	err = r.handleMsg(streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data()})
+	if errors.Is(err, errIndexUnusable) {
+		log.Fatalf("replica: %v", err)
+	}
+	if err != nil {
 		r.badMessages.Add(1)
 		if n := r.badMessages.Load(); n <= 10 || n%1000 == 0 {
 			log.Printf("replica: message %d (%s) refused: %v (%d so far)", seq, m.Subject(), err, n)
 		}
 	}
-	r.applied.Store(seq)
 	r.sinceSnapshot.Add(1)
 	if md.NumPending == 0 {
 		r.noteCaughtUp()
 	}
-}
-
-// apply decodes a message's headers and applies its payload through the feed.
-func (r *replica) apply(m jetstream.Msg, seq uint64) error {
-	h := m.Headers()
-	k, format, seqFrame, err := parseHeaders(m.Subject(), h)
-	if err != nil {
-		return err
-	}
-	r.notePublisher(k, format)
-	fd, err := r.feed(format)
-	if err != nil {
-		return err
-	}
-	res, err := fd.ApplyAt(r.ix, k.ID, k.DpRank, seqFrame, m.Data(), seq)
-	if err != nil {
-		if errors.Is(err, kvidx.ErrMalformed) || errors.Is(err, kvidx.ErrTooLarge) {
-			return err
-		}
-		log.Fatalf("replica: applying message %d: %v", seq, err) // the index is unusable
-	}
-	r.events.Add(res.EventsDecoded)
-	return nil
-}
-
-// parseHeaders reads a message's publisher, format and engine sequence frame (8 bytes
-// big-endian, or nil when the engine sent none). The subject must agree with the headers.
-func parseHeaders(subject string, h nats.Header) (workerKey, kvidx.EngineFormat, []byte, error) {
-	var k workerKey
-	id, err := strconv.ParseUint(h.Get(hdrWorkerID), 10, 64)
-	if err != nil {
-		return k, 0, nil, fmt.Errorf("header %s: %v", hdrWorkerID, err)
-	}
-	rank, err := strconv.ParseUint(h.Get(hdrDpRank), 10, 32)
-	if err != nil {
-		return k, 0, nil, fmt.Errorf("header %s: %v", hdrDpRank, err)
-	}
-	k = workerKey{ID: id, DpRank: uint32(rank)}
-	if want := fmt.Sprintf("kvidx.events.%d.%d", id, rank); subject != want {
-		return k, 0, nil, fmt.Errorf("subject %q does not match the headers (%s)", subject, want)
-	}
-	var format kvidx.EngineFormat
-	switch f := strings.ToLower(h.Get(hdrFormat)); f {
-	case "vllm", "":
-		format = kvidx.EngineVLLM
-	case "sglang":
-		format = kvidx.EngineSGLang
-	case "trtllm":
-		format = kvidx.EngineTRTLLM
-	default:
-		return k, 0, nil, fmt.Errorf("header %s: unknown format %q", hdrFormat, f)
-	}
-	var seqFrame []byte
-	if s := h.Get(hdrEngineSeq); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return k, 0, nil, fmt.Errorf("header %s: %v", hdrEngineSeq, err)
-		}
-		seqFrame = binary.BigEndian.AppendUint64(nil, n)
-	}
-	return k, format, seqFrame, nil
 }
 
 // noteCaughtUp records the first time the consumer reached the end of the stream.
@@ -597,21 +486,17 @@ func (r *replica) noteCaughtUp() {
 		r.applied.Load(), c.Messages, c.Events, c.Ms, c.EventsPerSec)
 }
 
-// pollStream keeps the stream's last sequence (for the lag) fresh.
+// pollStream keeps the stream's state fresh (see pollOnce).
 func (r *replica) pollStream(ctx context.Context) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
-		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if in, err := r.stream.Info(c); err == nil {
-			r.streamTop.Store(in.State.LastSeq)
-		}
-		cancel()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		r.pollOnce(ctx)
 	}
 }
 
@@ -633,7 +518,7 @@ func (r *replica) snapshotLoop(ctx context.Context) {
 		if prev == 0 {
 			prev = r.boot.RestoredSeq
 		}
-		if r.applied.Load() == prev {
+		if r.applied.Load() == prev || r.streamReset.Load() != nil {
 			continue
 		}
 		if uint64(r.sinceSnapshot.Load()) < r.o.snapshotMsgs && time.Since(last) < r.o.snapshotEvery {
@@ -657,8 +542,12 @@ func (r *replica) saveSnapshot(ctx context.Context) error {
 	defer r.snapMu.Unlock()
 	start := time.Now()
 	sinceBefore := r.sinceSnapshot.Load()
-	s := r.applied.Load()
-	env := envelope{seq: s, publishers: r.publishers()}
+	// The envelope (S, feed states) is taken under the applier's lock; S names the object.
+	env, err := r.checkpoint(r.streamCreated)
+	if err != nil {
+		return err
+	}
+	s := env.seq
 	if err := r.ix.Flush(); err != nil {
 		return err
 	}
@@ -676,7 +565,7 @@ func (r *replica) saveSnapshot(ctx context.Context) error {
 	c, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	name := snapName(s)
-	_, err := r.store.Put(c, jetstream.ObjectMeta{Name: name, Description: "kvidx router snapshot"}, pr)
+	_, err = r.store.Put(c, jetstream.ObjectMeta{Name: name, Description: "kvidx router snapshot"}, pr)
 	pr.CloseWithError(fmt.Errorf("upload ended: %v", err))
 	if werr := <-done; err == nil && werr != nil {
 		err = werr
@@ -728,18 +617,21 @@ func (r *replica) close() {
 		r.cc.Stop()
 	}
 	r.nc.Close()
-	r.feedsMu.Lock()
-	for _, f := range r.feeds {
-		_ = f.Close()
-	}
-	r.feedsMu.Unlock()
+	r.resetFeeds()
 }
 
 // replicaReport is the body of GET /replica.
 type replicaReport struct {
-	AppliedSeq     uint64             `json:"applied_seq"`
-	StreamLastSeq  uint64             `json:"stream_last_seq"`
-	Lag            uint64             `json:"lag"`
+	AppliedSeq    uint64 `json:"applied_seq"`
+	StreamLastSeq uint64 `json:"stream_last_seq"`
+	// Lag is the stream's last sequence minus the applied one; after a reset of the stream,
+	// its last sequence (none of its messages is applied).
+	Lag uint64 `json:"lag"`
+	// StreamReset says why the stream this replica followed is gone ("" while it is there).
+	StreamReset string `json:"stream_reset"`
+	// Routing says whether /route answers now; RouteRefusal why not.
+	Routing        bool               `json:"routing"`
+	RouteRefusal   string             `json:"route_refusal,omitempty"`
 	Consumed       uint64             `json:"consumed"`
 	BadMessages    uint64             `json:"bad_messages"`
 	MissingSeqs    uint64             `json:"missing_seqs"`
@@ -769,9 +661,14 @@ func (r *replica) report() (replicaReport, error) {
 		BadMessages: r.badMessages.Load(), MissingSeqs: r.skippedSeqs.Load(), EventsDecoded: r.events.Load(), Reconnects: r.reconnects.Load(),
 		Connected: r.nc.IsConnected(), Stats: st, Boot: r.boot, SnapshotsSaved: r.saved.Load(),
 		Watermarks: r.watermarks()}
-	if rep.StreamLastSeq > applied {
+	rep.StreamReset = r.resetReason()
+	switch {
+	case rep.StreamReset != "":
+		rep.Lag = rep.StreamLastSeq
+	case rep.StreamLastSeq > applied:
 		rep.Lag = rep.StreamLastSeq - applied
 	}
+	rep.RouteRefusal, rep.Routing = r.routeGate(http.Header{})
 	r.catchMu.Lock()
 	rep.CaughtUp = r.caughtUp
 	r.catchMu.Unlock()
@@ -799,16 +696,21 @@ func (r *replica) writeMetrics(w io.Writer) {
 	}
 	gauge("router_stream_last_seq", "Last sequence of the KVIDX_EVENTS stream (polled).", float64(rep.StreamLastSeq))
 	gauge("router_stream_applied_seq", "Stream sequence of the last message applied or skipped.", float64(rep.AppliedSeq))
-	gauge("router_stream_lag_messages", "Stream last sequence minus the applied one.", float64(rep.Lag))
+	gauge("router_stream_lag_messages", "Stream last sequence minus the applied one (after a reset of the stream: its last sequence).", float64(rep.Lag))
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	gauge("router_stream_reset", "1 once the stream this replica follows was deleted or recreated (it then stops routing).", flag(rep.StreamReset != ""))
+	gauge("router_replica_caught_up", "1 once the replica has caught up with the stream.", flag(rep.CaughtUp != nil))
+	gauge("router_replica_routing", "1 while /route answers (caught up, or --serve-while-behind; never after a reset of the stream).", flag(rep.Routing))
 	counter("router_stream_messages_total", "Stream messages handled since start.", rep.Consumed)
 	counter("router_stream_bad_messages_total", "Stream messages refused (bad headers, malformed or oversized payload).", rep.BadMessages)
 	counter("router_stream_missing_seqs_total", "Stream sequences never delivered (messages deleted from the stream).", rep.MissingSeqs)
 	counter("router_nats_reconnects_total", "Reconnections to the NATS server.", rep.Reconnects)
-	b := 0.0
-	if rep.Connected {
-		b = 1
-	}
-	gauge("router_nats_connected", "1 while connected to the NATS server.", b)
+	gauge("router_nats_connected", "1 while connected to the NATS server.", flag(rep.Connected))
 	counter("kvidx_replica_batches_applied_total", "Offset batches applied.", rep.Stats.BatchesApplied)
 	counter("kvidx_replica_batches_skipped_total", "Offset batches skipped (at or below the worker's watermark).", rep.Stats.BatchesSkipped)
 	counter("kvidx_replica_events_skipped_total", "Events in skipped batches.", rep.Stats.EventsSkipped)

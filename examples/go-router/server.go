@@ -73,7 +73,8 @@ type errorResponse struct {
 // Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
 // 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
 // mode, POST /events and DELETE /workers: the index follows the stream only), 413 body larger
-// than maxBody, 503 no worker known yet.
+// than maxBody, 503 no worker known yet (and, in --nats mode, with Retry-After: the replica
+// has not caught up with the stream yet, or the stream it follows was deleted or recreated).
 // unknownMedium is the storage tier of an event medium kvidx does not know.
 func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) http.Handler {
 	return newAPI(r, ix, blockSize, maxBody, unknownMedium).handler()
@@ -265,6 +266,12 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 
 func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
+	if s.replica != nil {
+		if msg, ok := s.replica.routeGate(w.Header()); !ok {
+			s.fail(w, http.StatusServiceUnavailable, msg)
+			return
+		}
+	}
 	body, ok := s.readBody(w, req)
 	if !ok {
 		return

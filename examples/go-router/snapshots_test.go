@@ -36,10 +36,10 @@ func TestSnapshotNames(t *testing.T) {
 }
 
 func TestSnapshotEnvelope(t *testing.T) {
-	e := envelope{seq: 123456789, publishers: []publisher{
+	e := envelope{seq: 123456789, streamCreated: 1700000000123456789, publishers: []publisher{
 		{key: workerKey{1, 0}, format: kvidx.EngineVLLM},
 		{key: workerKey{^uint64(0), 7}, format: kvidx.EngineSGLang},
-	}}
+	}, feeds: []feedState{{format: kvidx.EngineVLLM, state: []byte("vllm state")}, {format: kvidx.EngineSGLang, state: []byte{}}}}
 	var b bytes.Buffer
 	if err := e.write(&b); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,10 @@ func TestSnapshotEnvelope(t *testing.T) {
 	raw := b.Bytes()
 	r := bufio.NewReader(bytes.NewReader(raw))
 	got, err := readEnvelope(r)
-	if err != nil || got.seq != e.seq || !slices.Equal(got.publishers, e.publishers) {
+	sameFeeds := slices.EqualFunc(got.feeds, e.feeds, func(a, b feedState) bool {
+		return a.format == b.format && bytes.Equal(a.state, b.state)
+	})
+	if err != nil || got.seq != e.seq || got.streamCreated != e.streamCreated || !slices.Equal(got.publishers, e.publishers) || !sameFeeds {
 		t.Fatalf("readEnvelope = %+v, %v; want %+v", got, err, e)
 	}
 	if rest, _ := r.ReadString(0); rest != "LIBRARY" {
@@ -76,14 +79,17 @@ func TestParseStreamHeaders(t *testing.T) {
 	h.Set(hdrDpRank, "2")
 	h.Set(hdrFormat, "sglang")
 	h.Set(hdrEngineSeq, "258")
-	k, f, seq, err := parseHeaders("kvidx.events.7.2", h)
-	if err != nil || k != (workerKey{7, 2}) || f != kvidx.EngineSGLang || !bytes.Equal(seq, []byte{0, 0, 0, 0, 0, 0, 1, 2}) {
-		t.Fatalf("parseHeaders = %v %v %v %v", k, f, seq, err)
+	h.Set(hdrEngineEpoch, "1700000000000001")
+	got, err := parseHeaders("kvidx.events.7.2", h)
+	if err != nil || got.key != (workerKey{7, 2}) || got.format != kvidx.EngineSGLang ||
+		!bytes.Equal(got.seqFrame, []byte{0, 0, 0, 0, 0, 0, 1, 2}) || got.epoch == nil || *got.epoch != 1700000000000001 {
+		t.Fatalf("parseHeaders = %+v %v", got, err)
 	}
 	h.Del(hdrEngineSeq)
 	h.Del(hdrFormat)
-	if _, f, seq, err := parseHeaders("kvidx.events.7.2", h); err != nil || f != kvidx.EngineVLLM || seq != nil {
-		t.Fatalf("without format and engine seq: %v %v %v", f, seq, err)
+	h.Del(hdrEngineEpoch)
+	if got, err := parseHeaders("kvidx.events.7.2", h); err != nil || got.format != kvidx.EngineVLLM || got.seqFrame != nil || got.epoch != nil {
+		t.Fatalf("without format, engine seq and epoch: %+v %v", got, err)
 	}
 	for _, c := range []struct{ subject, key, value, want string }{
 		{"kvidx.events.7.3", "", "", "does not match"},
@@ -91,6 +97,7 @@ func TestParseStreamHeaders(t *testing.T) {
 		{"kvidx.events.7.2", hdrDpRank, "4294967296", hdrDpRank},
 		{"kvidx.events.7.2", hdrFormat, "tgi", "unknown format"},
 		{"kvidx.events.7.2", hdrEngineSeq, "-1", hdrEngineSeq},
+		{"kvidx.events.7.2", hdrEngineEpoch, "e1", hdrEngineEpoch},
 	} {
 		h2 := nats.Header{}
 		for k, v := range h {
@@ -99,7 +106,7 @@ func TestParseStreamHeaders(t *testing.T) {
 		if c.key != "" {
 			h2.Set(c.key, c.value)
 		}
-		if _, _, _, err := parseHeaders(c.subject, h2); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := parseHeaders(c.subject, h2); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s=%q: %v, want an error naming %q", c.subject, c.key, c.value, err, c.want)
 		}
 	}

@@ -194,7 +194,17 @@ fn convert_payload(
     first_id: impl FnOnce(Worker) -> u64,
 ) -> Result<Converted, DecodeError> {
     let mut events = BatchEvents::open(format, payload)?.for_index();
-    let worker = Worker::new(worker_id, dp_rank.or(events.dp_rank()).unwrap_or(0));
+    let rank = match dp_rank {
+        Some(rank) => rank,
+        // u32::MAX is the C ABI's "rank from the batch": no batch may claim it as its rank.
+        None if events.dp_rank() == Some(u32::MAX) => {
+            return Err(DecodeError::Envelope(
+                "dp_rank 4294967295 is reserved for \"rank from the batch\"",
+            ))
+        }
+        None => events.dp_rank().unwrap_or(0),
+    };
+    let worker = Worker::new(worker_id, rank);
     let first = first_id(worker);
     let mut conversion = Conversion::default();
     let mut events_decoded = 0u64;
