@@ -659,7 +659,7 @@ func (r *replica) report() (replicaReport, error) {
 	}
 	rep := replicaReport{AppliedSeq: applied, StreamLastSeq: r.streamTop.Load(), Consumed: r.consumed.Load(),
 		BadMessages: r.badMessages.Load(), MissingSeqs: r.skippedSeqs.Load(), EventsDecoded: r.events.Load(), Reconnects: r.reconnects.Load(),
-		Connected: r.nc.IsConnected(), Stats: st, Boot: r.boot, SnapshotsSaved: r.saved.Load(),
+		Connected: r.nc != nil && r.nc.IsConnected(), Stats: st, Boot: r.boot, SnapshotsSaved: r.saved.Load(),
 		Watermarks: r.watermarks()}
 	rep.StreamReset = r.resetReason()
 	switch {

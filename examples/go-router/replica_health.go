@@ -31,6 +31,7 @@ func (r *replica) pollOnce(ctx context.Context) {
 func (r *replica) observeStream(applied uint64, in *jetstream.StreamInfo, err error) {
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
+		r.streamTop.Store(0)
 		r.noteStreamReset("the stream " + streamName + " was deleted")
 	case err != nil:
 		return // the server is unreachable or slow: nothing is known

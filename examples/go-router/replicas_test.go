@@ -593,7 +593,8 @@ func (e *e2eEnv) checkAccounting(p *routerProc, r replicaReport) {
 }
 
 // checkAnswers routes every query on every replica and on a reference router over a plain
-// kvidx indexer fed the same events: every answer must be the same.
+// kvidx indexer fed the same events, each routed request done (DELETE) before the next:
+// every answer must be the same, the chosen worker included.
 func (e *e2eEnv) checkAnswers(label string, minQueries int) {
 	e.t.Helper()
 	ref, err := kvidx.New(kvidx.Config{})
@@ -612,7 +613,9 @@ func (e *e2eEnv) checkAnswers(label string, minQueries int) {
 			keys = append(keys, m.key)
 		}
 	}
-	rr, err := NewRouter(ref, 0, DefaultLimits())
+	// The router's default load weight, as the replicas run: with every routed request
+	// done before the next, no replica has one in flight, and the load term is 0 everywhere.
+	rr, err := NewRouter(ref, defaultOptions().loadWeight, DefaultLimits())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -692,10 +695,11 @@ func jetStreamClient(t *testing.T, url string, opts ...nats.Option) jetstream.Je
 	return js
 }
 
-// TestReplicaRefusesAStreamGap: when retention dropped messages the replica would need (here
-// a full replay of a stream whose first message is 21), it refuses to start and says why;
-// with --allow-stream-gap it starts, reports the gap and applies what is there.
-func TestReplicaRefusesAStreamGap(t *testing.T) {
+// smallReplicaSetup is the start of the small end-to-end replica tests (skipped unless
+// KVIDX_REPLICA_E2E is set): a temporary directory, the default workload in batches of 4,
+// the router binary, nats-server and a JetStream client.
+func smallReplicaSetup(t *testing.T) (string, *e2eWorkload, string, *natsServer, jetstream.JetStream) {
+	t.Helper()
 	if os.Getenv("KVIDX_REPLICA_E2E") == "" {
 		t.Skip("end-to-end replica test against nats-server: run scripts/test-replicas.sh (or set KVIDX_REPLICA_E2E=1)")
 	}
@@ -704,7 +708,14 @@ func TestReplicaRefusesAStreamGap(t *testing.T) {
 	wl := loadE2EWorkload(t, "testdata/workload.jsonl", 4)
 	bin := buildRouter(t, dir)
 	ns := startNATS(t, natsBin, dir)
-	js := jetStreamClient(t, ns.url())
+	return dir, wl, bin, ns, jetStreamClient(t, ns.url())
+}
+
+// TestReplicaRefusesAStreamGap: when retention dropped messages the replica would need (here
+// a full replay of a stream whose first message is 21), it refuses to start and says why;
+// with --allow-stream-gap it starts, reports the gap and applies what is there.
+func TestReplicaRefusesAStreamGap(t *testing.T) {
+	dir, wl, bin, ns, js := smallReplicaSetup(t)
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: streamName,
 		Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage, MaxMsgs: 10}); err != nil {
 		t.Fatal(err)
@@ -787,7 +798,9 @@ func TestReplicasOnJetStream(t *testing.T) {
 		save := strconv.FormatBool(i == 2)
 		p := &routerProc{t: t, name: fmt.Sprintf("replica-%d", i+1), bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 			logPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i+1)), client: &http.Client{Timeout: 10 * time.Second},
-			args: []string{"-nats", ns.url(), "-event-threads", "2", "-load-weight", "0", "-block-size", strconv.Itoa(e2eBlockSize),
+			// The documented command (docs/replicas.md: the defaults, -load-weight 4
+			// included), plus the snapshot schedule of this test.
+			args: []string{"-nats", ns.url(), "-block-size", strconv.Itoa(e2eBlockSize),
 				"-snapshot-msgs", strconv.Itoa(snapMsgs), "-snapshot-every", "500ms", "-snapshot-keep", "3", "-save-snapshots=" + save}}
 		p.start()
 		e.replicas = append(e.replicas, p)
@@ -908,4 +921,89 @@ func TestReplicasOnJetStream(t *testing.T) {
 		}
 	}
 	t.Logf("end-to-end replica test done in %v: %d messages, stream last sequence %d", time.Since(start).Round(time.Millisecond), e.next, last)
+}
+
+// TestReplicaFollowsItsOwnStreamOnly runs against nats-server: a replica started on an
+// empty stream is caught up at once (and routes); after the stream is deleted and
+// recreated it stops routing and applying and says why, with the lag showing the new
+// stream's messages; restarted, it refuses (and deletes) the snapshot of the old stream and
+// rebuilds from the new one.
+func TestReplicaFollowsItsOwnStreamOnly(t *testing.T) {
+	dir, wl, bin, ns, js := smallReplicaSetup(t)
+	ctx := context.Background()
+	cfg := jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := &routerProc{t: t, name: "replica", bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		logPath: filepath.Join(dir, "replica.log"), client: &http.Client{Timeout: 10 * time.Second},
+		args: []string{"-nats", ns.url(), "-block-size", strconv.Itoa(e2eBlockSize), "-snapshot-msgs", "5"}}
+	p.start()
+	defer p.kill9()
+	if r := p.report(); r.CaughtUp == nil || !r.Routing {
+		t.Fatalf("on an empty stream: caught_up %v, routing %v; want caught up and routing", r.CaughtUp, r.Routing)
+	}
+	pub := &bridgePublisher{t: t, js: js, epoch: 1}
+	for _, m := range wl.msgs[:10] {
+		pub.publish(m)
+	}
+	p.waitApplied(10, 30*time.Second)
+	p.route(wl.queries[0])
+	store, err := js.ObjectStore(ctx, snapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pollUntil(20*time.Second, 50*time.Millisecond, func() bool {
+		l, _ := store.List(ctx)
+		return len(l) > 0
+	}) {
+		t.Fatal("no snapshot saved")
+	}
+
+	if err := js.DeleteStream(ctx, streamName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range wl.msgs[10:15] {
+		pub.publish(m)
+	}
+	var r replicaReport
+	if !pollUntil(20*time.Second, 50*time.Millisecond, func() bool {
+		r = p.report()
+		return r.StreamReset != "" && r.Lag == 5
+	}) {
+		t.Fatalf("the recreated stream went unnoticed: reset %q, applied %d, stream last %d, lag %d; log:\n%s",
+			r.StreamReset, r.AppliedSeq, r.StreamLastSeq, r.Lag, p.logTail())
+	}
+	if r.Routing || r.AppliedSeq != 10 {
+		t.Fatalf("after the reset: routing %v, applied %d; want not routing, 10", r.Routing, r.AppliedSeq)
+	}
+	body, _ := json.Marshal(routeRequest{LocalHashes: wl.queries[0]})
+	resp, err := p.client.Post("http://"+p.addr+"/route", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !bytes.Contains(out, []byte("was recreated")) {
+		t.Fatalf("/route after the reset: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), out)
+	}
+
+	p.kill9()
+	p.start()
+	r = p.waitApplied(5, 30*time.Second)
+	if r.Boot.RestoredFrom != "" || len(r.Boot.Failed) == 0 || !strings.Contains(r.Boot.Failed[0], "another stream") ||
+		r.StreamReset != "" || !r.Routing || r.Stats.BatchesApplied != 5 {
+		t.Fatalf("restarted: restored %q, failed %v, reset %q, routing %v, stats %+v; want a full replay of the 5 new messages",
+			r.Boot.RestoredFrom, r.Boot.Failed, r.StreamReset, r.Routing, r.Stats)
+	}
+	l, _ := store.List(ctx)
+	for _, in := range l {
+		if in.Name == r.Boot.Failed[0][:len(snapName(0))] {
+			t.Fatalf("the old stream's snapshot %s is still in the bucket", in.Name)
+		}
+	}
+	t.Logf("reset reported as %q; restarted: %s", p.report().StreamReset, r.Boot.Failed[0])
 }
