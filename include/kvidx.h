@@ -54,8 +54,9 @@
  *   are never renumbered or reused, struct layouts never change. Each addition comes with a
  *   KVIDX_HAS_<FEATURE> macro (KVIDX_HAS_TIERS: storage tiers, kvidx_tier,
  *   kvidx_tiered_match and the *_tier* functions; KVIDX_HAS_SNAPSHOTS: offset batches,
- *   watermarks and snapshots, the *_at and kvidx_snapshot_* functions), so a program can test
- *   for it with #ifdef;
+ *   watermarks and snapshots, the *_at and kvidx_snapshot_* functions; KVIDX_HAS_FEED_STATE:
+ *   engine epochs and saved feed state, kvidx_engine_feed_apply_epoch_at and
+ *   kvidx_engine_feed_save_state / _restore_state), so a program can test for it with #ifdef;
  *   a library older than the header lacks the new symbols, which the dynamic linker reports
  *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
  *   the SONAME (libkvidx.so.1).
