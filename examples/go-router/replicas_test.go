@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -1006,4 +1007,130 @@ func TestReplicaFollowsItsOwnStreamOnly(t *testing.T) {
 		}
 	}
 	t.Logf("reset reported as %q; restarted: %s", p.report().StreamReset, r.Boot.Failed[0])
+}
+
+// TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne runs against nats-server:
+// replica A never stops; replica B saves a snapshot at the end of a first part, is killed,
+// and restarts from it. The first part leaves at each publisher's watermark what priming by
+// re-feeding used to get wrong: (a) worker 7 publishing with Kvidx-Dp-Rank 4294967295 and
+// rank 2 in its batches, (b) worker 8 whose last message says Kvidx-Format: sglang among
+// vllm ones, (c) worker 9 whose last message has no Kvidx-Engine-Seq; and worker 10, whose
+// next batch comes in a new epoch. The second part continues each after an engine sequence
+// gap (worker 10: in order, in the new epoch), so a replica that tracks the engines exactly
+// clears each worker. Both replicas must then give the same answers, watermarks and block
+// counts, and neither may hold the first part's chains.
+func TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne(t *testing.T) {
+	dir, _, bin, ns, js := smallReplicaSetup(t)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects},
+		Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	start := func(name string, args ...string) *routerProc {
+		p := &routerProc{t: t, name: name, bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			logPath: filepath.Join(dir, name+".log"), client: &http.Client{Timeout: 10 * time.Second},
+			args: append([]string{"-nats", ns.url(), "-block-size", strconv.Itoa(e2eBlockSize)}, args...)}
+		p.start()
+		t.Cleanup(p.kill9)
+		return p
+	}
+	a := start("never-stopped", "-save-snapshots=false")
+	restartedArgs := []string{"-snapshot-msgs", "1", "-snapshot-every", "100ms"}
+	b := start("restarted", restartedArgs...)
+	var last uint64
+	publish := func(m streamMsg) {
+		t.Helper()
+		msg := nats.NewMsg(m.subject)
+		msg.Header, msg.Data = m.header, m.data
+		ack, err := js.PublishMsg(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+	type worker struct {
+		id                    uint64
+		headerRank, batchRank uint32
+		first                 uint64 // chain first..first+2 in part one
+		lastFormat            string // of the third batch
+		lastSeq               string // of the third batch ("": no header)
+		nextSeq, nextEpoch    string // of the batch in part two
+	}
+	workers := []worker{
+		{7, rankFromBatch, 2, 1, "vllm", "2", "7", "1"},
+		{8, 0, 0, 11, "sglang", "2", "7", "1"},
+		{9, 0, 0, 21, "vllm", "", "7", "1"},
+		{10, 0, 0, 31, "vllm", "2", "3", "2"},
+	}
+	var partTwo []streamMsg
+	for _, w := range workers {
+		for i := range uint64(3) {
+			engineSeq, parent := strconv.FormatUint(i, 10), uint64(0)
+			if i > 0 {
+				parent = w.first + i - 1
+			}
+			if i == 2 {
+				engineSeq = w.lastSeq
+			}
+			m := engineBatchMsg(t, 0, w.id, w.headerRank, w.batchRank, "1", engineSeq, parent, w.first+i)
+			if i == 2 {
+				m.header.Set(hdrFormat, w.lastFormat)
+			}
+			publish(m)
+		}
+		partTwo = append(partTwo, engineBatchMsg(t, 0, w.id, w.headerRank, w.batchRank, w.nextEpoch, w.nextSeq, 0, w.first+50))
+	}
+	partOne := last
+	a.waitApplied(partOne, 30*time.Second)
+	b.waitApplied(partOne, 30*time.Second)
+	store, err := js.ObjectStore(ctx, snapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &e2eEnv{t: t, store: store}
+	if !pollUntil(20*time.Second, 50*time.Millisecond, func() bool {
+		s := e.snapshots()
+		return len(s) > 0 && s[0] == snapName(partOne)
+	}) {
+		t.Fatalf("no snapshot at %d: %v", partOne, e.snapshots())
+	}
+	b.kill9()
+	for _, m := range partTwo {
+		publish(m)
+	}
+	b.args = append(b.args, "-save-snapshots=false")
+	b.start()
+	ra, rb := a.waitApplied(last, 30*time.Second), b.waitApplied(last, 30*time.Second)
+	if rb.Boot.RestoredFrom != snapName(partOne) || ra.BadMessages != 0 || rb.BadMessages != 0 {
+		t.Fatalf("restored %q (want %s); bad messages %d and %d", rb.Boot.RestoredFrom, snapName(partOne), ra.BadMessages, rb.BadMessages)
+	}
+	if !slices.Equal(ra.Watermarks, rb.Watermarks) {
+		t.Fatalf("watermarks:\n never stopped %v\n restarted     %v", ra.Watermarks, rb.Watermarks)
+	}
+	for _, wm := range ra.Watermarks {
+		if wm.DpRank == rankFromBatch {
+			t.Fatalf("a publisher registered with rank 4294967295: %v", ra.Watermarks)
+		}
+	}
+	if ra.Stats.BatchesApplied != last || len(ra.Watermarks) != len(workers) {
+		t.Fatalf("never stopped: %+v, %d publishers; want %d applied, %d publishers", ra.Stats, len(ra.Watermarks), last, len(workers))
+	}
+	hashes := localHashCache{}
+	for _, w := range workers {
+		for _, chain := range [][]uint64{{w.first, w.first + 1, w.first + 2}, {w.first + 50}} {
+			q := make([]uint64, len(chain))
+			for i, l := range chain {
+				q[i] = hashes.get(t, l)
+			}
+			da, db := a.route(q), b.route(q)
+			da.RequestID, db.RequestID = 0, 0
+			if da != db {
+				t.Fatalf("worker %d, chain %v:\n never stopped %+v\n restarted     %+v", w.id, chain, da, db)
+			}
+			if want := uint32(len(chain)) * uint32(chain[0]-w.first) / 50; da.OverlapBlocks != want {
+				t.Fatalf("worker %d, chain %v: overlap %d, want %d (the first part's chain cleared, the new one held)", w.id, chain, da.OverlapBlocks, want)
+			}
+		}
+	}
+	t.Logf("snapshot at %d, %d messages in all: both replicas cleared all 4 workers and agree", partOne, last)
 }
