@@ -78,6 +78,8 @@ type replica struct {
 	// streamReset is why the stream this replica follows was deleted or recreated (nil
 	// while it is there): then nothing more is applied and /route answers 503.
 	streamReset atomic.Pointer[string]
+	// streamMissing: the last read of the stream's state found no stream.
+	streamMissing atomic.Bool
 	// consumed counts messages handled since start; badMessages those refused (bad
 	// headers, malformed or oversized payloads).
 	consumed, badMessages atomic.Uint64

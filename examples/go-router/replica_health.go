@@ -27,10 +27,14 @@ func (r *replica) pollOnce(ctx context.Context) {
 	r.observeStream(applied, in, err)
 }
 
-// observeStream judges one read of the stream's state made after applied was read.
+// observeStream judges one read of the stream's state made after applied was read. A
+// stream reported missing counts as deleted from the second read in a row (a server that
+// is still loading its streams may answer "not found" once).
 func (r *replica) observeStream(applied uint64, in *jetstream.StreamInfo, err error) {
+	missing := errors.Is(err, jetstream.ErrStreamNotFound)
+	wasMissing := r.streamMissing.Swap(missing)
 	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case missing && wasMissing:
 		r.streamTop.Store(0)
 		r.noteStreamReset("the stream " + streamName + " was deleted")
 	case err != nil:

@@ -992,6 +992,7 @@ func TestReplicaFollowsItsOwnStreamOnly(t *testing.T) {
 		t.Fatalf("/route after the reset: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), out)
 	}
 
+	reason := r.StreamReset
 	p.kill9()
 	p.start()
 	r = p.waitApplied(5, 30*time.Second)
@@ -1006,7 +1007,7 @@ func TestReplicaFollowsItsOwnStreamOnly(t *testing.T) {
 			t.Fatalf("the old stream's snapshot %s is still in the bucket", in.Name)
 		}
 	}
-	t.Logf("reset reported as %q; restarted: %s", p.report().StreamReset, r.Boot.Failed[0])
+	t.Logf("reset reported as %q; restarted: %s", reason, r.Boot.Failed[0])
 }
 
 // TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne runs against nats-server:
