@@ -26,7 +26,11 @@ use options::BridgeOptions;
 /// Runs the bridge with the arguments that follow `bridge`; returns the exit code.
 pub fn main(args: impl Iterator<Item = String>) -> i32 {
     let o = match options::parse(args) {
-        Ok(o) => o,
+        Ok(options::Command::Run(o)) => o,
+        Ok(options::Command::Help) => {
+            println!("{}", options::USAGE);
+            return 0;
+        }
         Err(e) => {
             eprintln!("kvidx-zmq-subscriber bridge: {e}\n{}", options::USAGE);
             return 2;
