@@ -117,7 +117,7 @@ fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
 #[derive(Debug)]
 pub enum Command {
     /// Run the bridge.
-    Run(BridgeOptions),
+    Run(Box<BridgeOptions>),
     /// Print the usage (`--help` or `-h`) and exit 0.
     Help,
 }
@@ -215,7 +215,7 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<Command, String> {
             ));
         }
     }
-    Ok(Command::Run(o))
+    Ok(Command::Run(Box::new(o)))
 }
 
 /// The `Kvidx-Format` header value of a format.
