@@ -238,7 +238,7 @@ unsafe fn remove_through_feed(
 
 /// The feed behind the lock (a feed whose lock a panic poisoned is itself poisoned, and
 /// never gets here).
-fn lock(feed: &Mutex<EngineFeed>) -> Result<MutexGuard<'_, EngineFeed>, kvidx_status> {
+pub(crate) fn lock(feed: &Mutex<EngineFeed>) -> Result<MutexGuard<'_, EngineFeed>, kvidx_status> {
     feed.lock().map_err(|_| kvidx_status::KVIDX_ERR_POISONED)
 }
 

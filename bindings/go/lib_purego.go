@@ -45,6 +45,7 @@ var lib struct {
 	applyEventOnTier, applyEventsOnTiers, findMatchesTiered, tieredScore        uintptr
 	applyEventsAt, applyEngineBatchAt, feedApplyAt, watermark, getReplicaStats  uintptr
 	snapshotWrite, snapshotRestore                                              uintptr
+	feedNextSeq, feedStartStats                                                 uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -136,6 +137,10 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_get_replica_stats", &lib.getReplicaStats},
 		{"kvidx_snapshot_write", &lib.snapshotWrite},
 		{"kvidx_snapshot_restore", &lib.snapshotRestore},
+		// KVIDX_HAS_FEED_START: without them the methods fail with ErrLibraryUnavailable (see
+		// libHasFeedStart).
+		{"kvidx_engine_feed_next_seq", &lib.feedNextSeq},
+		{"kvidx_engine_feed_start_stats", &lib.feedStartStats},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0
