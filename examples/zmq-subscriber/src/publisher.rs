@@ -2,8 +2,9 @@
 //! on its replay endpoint, and an [`EngineFeed`] that applies its batches to the shared index.
 //!
 //! Reaction to sequence anomalies (see docs/engine-events.md):
-//! - gap with a replay socket: fetch from the first missing sequence, apply in order, then
-//!   drop the live batches the replay already covered;
+//! - gap with a replay socket: fetch from the first missing sequence (0 when the publisher's
+//!   first batch is above 0: it published before the subscriber connected), apply in order,
+//!   then drop the live batches the replay already covered;
 //! - gap without replay, or a replay that no longer covers the range: the feed clears the
 //!   worker before applying (the index must not keep blocks whose removal may be lost);
 //! - restart (sequence going backwards): the feed clears the worker.
@@ -35,7 +36,8 @@ pub struct Source {
 pub struct Report {
     /// Live messages that were not 3 frames with an 8-byte sequence.
     pub bad_frames: u64,
-    /// Gaps seen on the live stream (each answered by a replay request when possible).
+    /// Gaps seen on the live stream, a first batch above 0 included (each answered by a
+    /// replay request when possible).
     pub gaps_detected: u64,
     /// Batches obtained from the replay socket and applied.
     pub replayed: u64,
@@ -166,8 +168,9 @@ pub async fn run(
             }
             covered = None;
         }
-        let status = feed.tracker().check(&worker, seq);
-        if let SeqStatus::Gap { expected, got } = status {
+        // A publisher's sequence starts at 0: a first batch above 0 is missing batches too.
+        let (expected, got) = (feed.next_expected(worker), seq);
+        if got > expected {
             report.gaps_detected += 1;
             if let Some(endpoint) = &source.replay {
                 if dealer.is_none() {
@@ -370,6 +373,90 @@ mod tests {
             report.connects >= 1 && report.stats.batches >= 4,
             "{report:?}"
         );
+    }
+
+    /// The publisher sent batches before the subscriber connected: its first batch seen is
+    /// above 0, so the subscriber asks the replay socket from 0 and applies every batch.
+    #[tokio::test]
+    async fn a_first_batch_above_0_is_replayed_from_0() {
+        use zeromq::RouterSocket;
+        let mut publisher = PubSocket::new();
+        let endpoint = publisher
+            .bind("tcp://127.0.0.1:0")
+            .await
+            .unwrap()
+            .to_string();
+        let mut router = RouterSocket::new();
+        let replay_endpoint = router.bind("tcp://127.0.0.1:0").await.unwrap().to_string();
+        const HELD: u64 = 40; // the engine's replay buffer: batches 0-39
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let asked = Arc::clone(&requests);
+        tokio::spawn(async move {
+            let frames = |id: &Bytes, seq: u64, payload: &'static [u8]| {
+                let mut m = ZmqMessage::from(id.clone());
+                m.push_back(Bytes::new());
+                m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+                m.push_back(Bytes::from_static(payload));
+                m
+            };
+            while let Ok(request) = router.recv().await {
+                let request = request.into_vec();
+                let start = u64::from_be_bytes(request[2][..8].try_into().unwrap());
+                asked.lock().unwrap().push(start);
+                for seq in start..HELD {
+                    let _ = router.send(frames(&request[0], seq, BATCH)).await;
+                }
+                let _ = router.send(frames(&request[0], u64::MAX, b"")).await;
+            }
+        });
+        let indexer = Arc::new(Indexer::new(Config::default()).unwrap());
+        let timing = Timing {
+            idle: Duration::from_secs(1),
+            deadline: Instant::now() + Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(1),
+            max_backoff: Duration::from_millis(200),
+        };
+        let source = Source {
+            endpoint,
+            replay: Some(replay_endpoint),
+            worker: Worker::new(7, 0),
+        };
+        let task = tokio::spawn(run(
+            source,
+            String::new(),
+            Format::Vllm,
+            Arc::clone(&indexer),
+            timing,
+            zmtp::Limits::default(),
+            ReplayLimits::default(),
+        ));
+        // Batches 0-4 went out before the subscriber was there; 5, 6, ... until one arrives.
+        let mut seq = 5u64;
+        let start = Instant::now();
+        while indexer.stats().events_applied == 0 && start.elapsed() < Duration::from_secs(10) {
+            let mut m = ZmqMessage::from(Bytes::from_static(b"kv@pod@model"));
+            m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+            m.push_back(Bytes::from_static(BATCH));
+            publisher.send(m).await.unwrap();
+            seq += 1;
+            assert!(seq < HELD, "no batch arrived");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            indexer.flush().unwrap();
+        }
+        let report = task.await.unwrap().unwrap();
+        assert_eq!(requests.lock().unwrap()[..], [0], "{report:?}");
+        assert_eq!(report.gaps_detected, 1, "{report:?}");
+        assert_eq!(
+            report.replayed, HELD,
+            "every batch the replay held: {report:?}"
+        );
+        let s = report.stats;
+        assert_eq!(
+            (s.batches, s.gaps, s.late_starts),
+            (HELD, 0, 0),
+            "{report:?}"
+        );
+        assert_eq!(s.workers_cleared, 0, "{report:?}");
     }
 
     /// A replay endpoint that never ends its reply: the replay fails at the batch limit, the
