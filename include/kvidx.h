@@ -56,7 +56,9 @@
  *   kvidx_tiered_match and the *_tier* functions; KVIDX_HAS_SNAPSHOTS: offset batches,
  *   watermarks and snapshots, the *_at and kvidx_snapshot_* functions; KVIDX_HAS_FEED_STATE:
  *   engine epochs and saved feed state, kvidx_engine_feed_apply_epoch_at and
- *   kvidx_engine_feed_save_state / _restore_state), so a program can test for it with #ifdef;
+ *   kvidx_engine_feed_save_state / _restore_state; KVIDX_HAS_FEED_START: publishers first
+ *   seen above sequence 0, kvidx_engine_feed_next_seq and kvidx_engine_feed_start_stats), so
+ *   a program can test for it with #ifdef;
  *   a library older than the header lacks the new symbols, which the dynamic linker reports
  *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
  *   the SONAME (libkvidx.so.1).
@@ -102,6 +104,13 @@
  * `kvidx_engine_feed_restore_state` (additions to ABI v1).
  */
 #define KVIDX_HAS_FEED_STATE 1
+
+/**
+ * Defined (1) when engine feeds report publishers first seen above sequence 0 ("missed from
+ * the start"): `kvidx_engine_feed_next_seq`, `kvidx_engine_start_stats` with
+ * `kvidx_engine_feed_start_stats` (additions to ABI v1).
+ */
+#define KVIDX_HAS_FEED_START 1
 
 /**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
@@ -657,6 +666,21 @@ typedef struct kvidx_snapshot_info {
  * exception through it).
  */
 typedef int32_t (*kvidx_snapshot_source)(void *user, uint8_t *buf, size_t cap, size_t *got);
+
+/**
+ * Counters of an engine feed's publishers that it first saw above sequence 0.
+ */
+typedef struct kvidx_engine_start_stats {
+    /**
+     * Publishers whose first batch tracked was above 0 (reported `KVIDX_SEQ_FIRST` with a
+     * sequence above 0: they had published before).
+     */
+    uint64_t late_starts;
+    /**
+     * Batches those publishers sent before their first batch tracked (its sequence), summed.
+     */
+    uint64_t batches_missed_from_start;
+} kvidx_engine_start_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1291,6 +1315,40 @@ enum kvidx_status kvidx_snapshot_write_file(const struct kvidx_indexer *indexer,
 enum kvidx_status kvidx_snapshot_restore_file(const struct kvidx_indexer *indexer,
                                               const char *path,
                                               struct kvidx_snapshot_info *out);
+
+/**
+ * Writes to `*out_next` the next sequence the feed expects from the publisher
+ * `(worker_id, dp_rank)` (the rank the batches were applied to): one past its last tracked
+ * batch, or 0 for a publisher it has not tracked (a publisher's sequence starts at 0). A batch
+ * whose sequence is above it follows missing batches, the publisher's first batch included:
+ * a caller with the engine's replay socket asks it from `*out_next` before applying the
+ * batch (with `KVIDX_FEED_NO_CLEAR_ON_GAP`). Changes nothing.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out_next`, `KVIDX_ERR_POISONED` if
+ * an earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out_next` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_next_seq(const struct kvidx_engine_feed *feed,
+                                             uint64_t worker_id,
+                                             uint32_t dp_rank,
+                                             uint64_t *out_next);
+
+/**
+ * Copies a feed's counters of publishers first seen above sequence 0 to `*out`. Every
+ * counter saturates at `UINT64_MAX`. The batch itself reports `KVIDX_SEQ_FIRST`; its
+ * sequence is the number of batches missed from the start. The worker is not cleared for
+ * them (the feed applied nothing of that publisher before).
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_POISONED` if an
+ * earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_start_stats(const struct kvidx_engine_feed *feed,
+                                                struct kvidx_engine_start_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

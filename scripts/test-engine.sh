@@ -7,9 +7,11 @@
 # with and without replay sockets, and with hostile endpoints (raw TCP junk, a replay that
 # never ends), and its JetStream bridge passes its end-to-end tests against a real nats-server
 # (started by the tests on 127.0.0.1: order, headers, de-duplication, a server restart and a
-# frozen server mid-stream, the byte cap; under CI=true a missing nats-server fails them).
+# frozen server mid-stream, the byte cap, a late bridge and an engine restart with vLLM's own
+# publisher; under CI=true a missing nats-server fails them).
 # Python with msgpack and pyzmq: see scripts/python.sh (scripts/setup.sh installs Debian's
-# python3-msgpack, python3-zmq and nats-server).
+# python3-msgpack, python3-zmq and nats-server); vLLM's publisher: scripts/vllm-venv.sh (a
+# venv under target/ with the vllm wheel, made on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -134,10 +136,14 @@ cargo fmt --manifest-path "$manifest" -- --check
 cargo clippy -q --manifest-path "$manifest" --target-dir "$target" --all-targets -- -D warnings
 cargo build -q --manifest-path "$manifest" --target-dir "$target"
 cargo test -q --manifest-path "$manifest" --target-dir "$target" --bins 2>&1 | grep -E '^test result|FAILED|panicked'
+echo "== engine: zmq subscriber and bridge command lines (--help on stdout, exit 0)"
+cargo test -q --manifest-path "$manifest" --target-dir "$target" --test cli 2>&1 | grep -E '^test result|FAILED|panicked'
 
-echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, lost ack, byte cap, replay)"
-cargo test -q --manifest-path "$manifest" --target-dir "$target" --test bridge -- --nocapture 2>&1 |
-  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:|replay:'
+echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, lost ack, byte cap, replay, vLLM's publisher)"
+vllm_python=$(bash scripts/vllm-venv.sh)
+KVIDX_VLLM_PYTHON="$vllm_python" \
+  cargo test -q --manifest-path "$manifest" --target-dir "$target" --test bridge -- --nocapture 2>&1 |
+  grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:|replay:|late bridge:|engine restart:'
 subscriber="$target/debug/kvidx-zmq-subscriber"
 
 echo "== engine: end-to-end on loopback (with replay)"

@@ -37,6 +37,8 @@ mod replica;
 
 mod snapshots;
 
+mod feed_start;
+
 mod args;
 mod c_convert;
 
@@ -61,6 +63,11 @@ pub const KVIDX_HAS_SNAPSHOTS: u32 = 1;
 /// `kvidx_engine_feed_restore_state` (additions to ABI v1).
 pub const KVIDX_HAS_FEED_STATE: u32 = 1;
 
+/// Defined (1) when engine feeds report publishers first seen above sequence 0 ("missed from
+/// the start"): `kvidx_engine_feed_next_seq`, `kvidx_engine_start_stats` with
+/// `kvidx_engine_feed_start_stats` (additions to ABI v1).
+pub const KVIDX_HAS_FEED_START: u32 = 1;
+
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
     kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
@@ -78,6 +85,9 @@ pub use engine::{
 pub use events::{
     kvidx_apply_event, kvidx_apply_events, kvidx_flush, kvidx_remove_worker,
     kvidx_remove_worker_dp_rank,
+};
+pub use feed_start::{
+    kvidx_engine_feed_next_seq, kvidx_engine_feed_start_stats, kvidx_engine_start_stats,
 };
 pub use feed_state::{kvidx_engine_feed_restore_state, kvidx_engine_feed_save_state};
 pub use hashing::{kvidx_hash_tokens, kvidx_seq_hashes};

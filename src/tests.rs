@@ -64,6 +64,8 @@ const CONTRACT_FUNCTIONS: &[&str] = &[
     "kvidx_snapshot_restore",
     "kvidx_snapshot_write_file",
     "kvidx_snapshot_restore_file",
+    "kvidx_engine_feed_next_seq",
+    "kvidx_engine_feed_start_stats",
 ];
 
 #[test]

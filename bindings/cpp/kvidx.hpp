@@ -564,6 +564,11 @@ struct EngineBatchResult : kvidx_engine_batch_result {
 
 /// Counters of an EngineFeed (the C struct itself).
 using EngineStats = kvidx_engine_stats;
+#if defined(KVIDX_HAS_FEED_START)
+/// Counters of a feed's publishers first seen above sequence 0 ("missed from the start"):
+/// late_starts, batches_missed_from_start.
+using EngineStartStats = kvidx_engine_start_stats;
+#endif  // KVIDX_HAS_FEED_START
 
 #if defined(KVIDX_HAS_SNAPSHOTS)
 /// Offset batch counters: {batches_applied, batches_skipped, events_skipped} (the C struct).
@@ -997,6 +1002,31 @@ class EngineFeed {
     if (!s) return s;
     return n;
   }
+
+#if defined(KVIDX_HAS_FEED_START)
+  /// The next sequence the feed expects from `publisher` (the rank its batches were applied
+  /// to): one past its last tracked batch, or 0 for a publisher not tracked yet (a publisher's
+  /// sequence starts at 0). A batch above it follows missing batches, the publisher's first
+  /// batch included: a caller with the engine's replay socket asks it from here before
+  /// applying the batch (with FeedFlags::no_clear_on_gap). Changes nothing.
+  [[nodiscard]] Result<std::uint64_t> next_seq(Worker publisher) const noexcept {
+    std::uint64_t next = 0;
+    const Status s = Status::from_c(
+        kvidx_engine_feed_next_seq(handle_.get(), publisher.id, publisher.rank, &next));
+    if (!s) return s;
+    return next;
+  }
+
+  /// The counters of publishers first seen above sequence 0 (their first batch reports
+  /// SeqStatus::first; its sequence is the number of batches missed from the start; the
+  /// worker is not cleared for them).
+  [[nodiscard]] Result<EngineStartStats> start_stats() const noexcept {
+    EngineStartStats st{};
+    const Status s = Status::from_c(kvidx_engine_feed_start_stats(handle_.get(), &st));
+    if (!s) return s;
+    return st;
+  }
+#endif  // KVIDX_HAS_FEED_START
 
  private:
   struct Deleter {

@@ -46,6 +46,7 @@ var lib struct {
 	applyEventsAt, applyEngineBatchAt, feedApplyAt, watermark, getReplicaStats  uintptr
 	snapshotWrite, snapshotRestore                                              uintptr
 	feedApplyEpochAt, feedSaveState, feedRestoreState                           uintptr
+	feedNextSeq, feedStartStats                                                 uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -142,6 +143,10 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_engine_feed_apply_epoch_at", &lib.feedApplyEpochAt},
 		{"kvidx_engine_feed_save_state", &lib.feedSaveState},
 		{"kvidx_engine_feed_restore_state", &lib.feedRestoreState},
+		// KVIDX_HAS_FEED_START: without them the methods fail with ErrLibraryUnavailable (see
+		// libHasFeedStart).
+		{"kvidx_engine_feed_next_seq", &lib.feedNextSeq},
+		{"kvidx_engine_feed_start_stats", &lib.feedStartStats},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0

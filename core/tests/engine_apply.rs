@@ -327,6 +327,54 @@ fn feed_tracks_sequences_and_reacts() {
     assert_eq!(stats.events_submitted, 12);
 }
 
+/// A publisher's sequence starts at 0: a first batch above 0 follows batches the feed never
+/// saw. The feed reports them ("missed from the start"), expects the publisher from 0 until
+/// then (where a caller asks the replay socket from), and does not clear the worker for them.
+#[test]
+fn a_first_batch_above_0_reports_the_batches_missed_from_the_start() {
+    let indexer = sync_indexer();
+    let mut feed = EngineFeed::new(FeedConfig::new(Format::TrtLlm));
+    let store = fixture("trtllm_map");
+    let (late, early) = (Worker::new(4, 0), Worker::new(4, 1));
+    assert_eq!(
+        feed.next_expected(late),
+        0,
+        "a publisher not seen yet starts at 0"
+    );
+    let r = feed
+        .apply_message(&indexer, 4, Some(0), Some(5), &store)
+        .unwrap();
+    assert_eq!(r.seq, Some(SeqStatus::First));
+    assert_eq!(r.missed_from_start, 5, "batches 0-4 came before");
+    assert!(!r.cleared_worker);
+    assert_eq!(r.events_submitted, 3);
+    assert_eq!(feed.next_expected(late), 6);
+    let r = feed
+        .apply_message(&indexer, 4, Some(0), Some(6), &store)
+        .unwrap();
+    assert_eq!((r.seq, r.missed_from_start), (Some(SeqStatus::InOrder), 0));
+    let r = feed
+        .apply_message(&indexer, 4, Some(1), Some(0), &store)
+        .unwrap();
+    assert_eq!((r.seq, r.missed_from_start), (Some(SeqStatus::First), 0));
+    assert_eq!(feed.next_expected(early), 1);
+    // Untracked batches (no sequence) report nothing.
+    let r = feed
+        .apply_message(&indexer, 4, Some(2), None, &store)
+        .unwrap();
+    assert_eq!((r.seq, r.missed_from_start), (None, 0));
+    let stats = feed.stats();
+    assert_eq!((stats.late_starts, stats.batches_missed_from_start), (1, 5));
+    assert_eq!(
+        (stats.gaps, stats.batches_missed, stats.workers_cleared),
+        (0, 0, 0)
+    );
+    let c = feed.tracker().counters();
+    assert_eq!((c.late_starts, c.missed_from_start), (1, 5));
+    feed.forget(late);
+    assert_eq!(feed.next_expected(late), 0);
+}
+
 #[test]
 fn a_batch_with_one_malformed_event_applies_nothing() {
     // [1.0, [<valid BlockStored>, ["BlockRemoved", "not-a-list"]], 0]

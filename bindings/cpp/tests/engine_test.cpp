@@ -194,6 +194,46 @@ TEST(EngineFeedTest, GapAndRestartClearTheWorkerByDefault) {
   EXPECT_EQ(st->events_decoded, 5u);
 }
 
+#if defined(KVIDX_HAS_FEED_START)
+// A publisher's sequence starts at 0: its first batch above 0 follows batches the feed never
+// saw. next_seq() says where the feed expects it from (0 before its first batch: where a
+// caller asks the replay socket from); start_stats() counts them; the worker is not cleared.
+TEST(EngineFeedTest, AFirstBatchAbove0IsReportedMissedFromTheStart) {
+  auto idx = make();
+  auto created = EngineFeed::create(EngineFormat::vllm);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EngineFeed feed = std::move(created).value();
+  const auto payload = fixture(kOneBlock);
+  const kvidx::Worker late{5, 0}, early{5, 1};
+
+  auto next = feed.next_seq(late);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, 0u) << "a publisher not seen yet is expected from 0";
+  auto r = feed.apply(idx, late.id, late.rank, kvidx::seq_frame(5), payload);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->seq(), SeqStatus::first);
+  EXPECT_FALSE(r->cleared());
+  next = feed.next_seq(late);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, 6u);
+  ASSERT_TRUE(feed.apply(idx, early.id, early.rank, kvidx::seq_frame(0), payload).ok());
+
+  auto st = feed.start_stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->late_starts, 1u);
+  EXPECT_EQ(st->batches_missed_from_start, 5u);
+  auto es = feed.stats();
+  ASSERT_TRUE(es.ok());
+  EXPECT_EQ(es->gaps, 0u);
+  EXPECT_EQ(es->workers_cleared, 0u);
+
+  EngineFeed moved = std::move(feed);
+  EXPECT_EQ(feed.next_seq(late).status(), Errc::null_pointer);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(feed.start_stats().status(), Errc::null_pointer);   // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(moved.start_stats().ok());
+}
+#endif  // KVIDX_HAS_FEED_START
+
 TEST(EngineFeedTest, FlagsKeepTheWorkerAndPublishersAreTrackedApart) {
   auto idx = make();
   auto created = EngineFeed::create(

@@ -118,6 +118,12 @@ pub struct BatchReport {
     /// Synchronous mode, offset batches: the batch was skipped whole because its offset was at
     /// or below the worker's watermark (nothing applied; `events_submitted` counts its events).
     pub batch_skipped: bool,
+    /// The publisher's first batch tracked was above 0: the batches it published before
+    /// (`0 .. seq`, a publisher's sequence starts at 0), which this feed never saw ("missed
+    /// from the start"); 0 otherwise. The worker is not cleared for them (the feed applied
+    /// nothing of this publisher yet); a caller with a replay socket asks it from
+    /// [`EngineFeed::next_expected`] before applying the batch.
+    pub missed_from_start: u64,
 }
 
 /// Applies an already decoded batch to `worker`, numbering index events from
@@ -327,6 +333,10 @@ pub struct EngineStats {
     pub restarts: u64,
     /// Workers cleared as a reaction to a gap or restart.
     pub workers_cleared: u64,
+    /// Publishers whose first batch tracked was above 0 ([`BatchReport::missed_from_start`]).
+    pub late_starts: u64,
+    /// Batches those publishers sent before their first batch tracked, summed.
+    pub batches_missed_from_start: u64,
 }
 
 /// Decodes and applies engine messages with per-publisher sequence tracking.
@@ -366,6 +376,14 @@ impl EngineFeed {
     /// The sequence tracker (e.g. for the next expected sequence of a publisher).
     pub fn tracker(&self) -> &SeqTracker<Worker> {
         &self.tracker
+    }
+
+    /// The next sequence expected from the publisher `worker`: after its last tracked batch,
+    /// or 0 when none was tracked (a publisher's sequence starts at 0). A batch above it
+    /// follows missing batches, the publisher's first batch included: that is where a caller
+    /// with the engine's replay socket asks it from before applying the batch.
+    pub fn next_expected(&self, worker: Worker) -> u64 {
+        self.tracker.next_expected(&worker)
     }
 
     /// Publishers `(worker_id, dp_rank)` the feed holds state for (sequence, event ids).
@@ -567,10 +585,18 @@ impl EngineFeed {
         if let Some(epoch) = epoch {
             self.epochs.insert(worker, epoch);
         }
-        if let Some(seq) = seq {
-            self.tracker.record(&worker, seq);
-        }
+        let recorded = seq.map(|seq| (seq, self.tracker.record(&worker, seq)));
+        let missed_from_start = match recorded {
+            Some((seq, SeqStatus::First)) => seq,
+            _ => 0,
+        };
         let stats = &mut self.stats;
+        if missed_from_start > 0 {
+            stats.late_starts = stats.late_starts.saturating_add(1);
+            stats.batches_missed_from_start = stats
+                .batches_missed_from_start
+                .saturating_add(missed_from_start);
+        }
         match status {
             Some(s @ SeqStatus::Gap { .. }) => {
                 stats.gaps = stats.gaps.saturating_add(1);
@@ -597,6 +623,7 @@ impl EngineFeed {
         *next_id = next_id.wrapping_add(report.events_submitted);
         report.seq = status;
         report.cleared_worker = clear;
+        report.missed_from_start = missed_from_start;
         stats.batches = stats.batches.saturating_add(1);
         stats.events_decoded = stats.events_decoded.saturating_add(report.events_decoded);
         stats.events_submitted = stats

@@ -13,8 +13,10 @@
 //!
 //! Recommended reaction to a gap: ask the engine's replay socket for the missing range
 //! (`start_seq` = the first missing sequence) and apply it before the batch that revealed the
-//! gap; if there is no replay socket or it no longer holds the range, clear the worker. To a
-//! restart: clear the worker (the restarted engine's cache is empty).
+//! gap; if there is no replay socket or it no longer holds the range, clear the worker. A
+//! publisher's sequence starts at 0, so its first batch above 0 is missing batches too
+//! ([`BatchReport::missed_from_start`], [`EngineFeed::next_expected`]): ask the replay socket
+//! from 0. To a restart: clear the worker (the restarted engine's cache is empty).
 
 mod batch;
 mod decode;

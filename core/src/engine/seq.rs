@@ -1,7 +1,8 @@
 //! Batch sequence tracking per publisher: the second ZMQ frame is an 8-byte big-endian
 //! counter, starting at 0 per publisher process and +1 per batch. A jump forward means
 //! batches were lost (slow subscriber, HWM drop); a step backwards means the publisher
-//! restarted (its cache is empty again).
+//! restarted (its cache is empty again). Since the counter starts at 0, a publisher's first
+//! batch above 0 follows batches it published before it was seen ("missed from the start").
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -58,6 +59,10 @@ pub struct SeqCounters {
     pub missed: u64,
     /// Restarts seen.
     pub restarts: u64,
+    /// Publishers whose first batch recorded was above 0 (they had published before).
+    pub late_starts: u64,
+    /// Batches those publishers sent before their first batch recorded (its sequence).
+    pub missed_from_start: u64,
 }
 
 /// The next expected sequence number per publisher key (e.g. endpoint and topic, or worker).
@@ -98,6 +103,13 @@ impl<K: Eq + Hash + Clone> SeqTracker<K> {
         }
     }
 
+    /// The next sequence expected from `key`: after its last recorded batch, or 0 for a
+    /// publisher not recorded yet (its sequence starts at 0). A batch above it follows
+    /// missing batches, a publisher's first batch included: ask a replay socket from here.
+    pub fn next_expected(&self, key: &K) -> u64 {
+        self.next.get(key).copied().unwrap_or(0)
+    }
+
     /// Records that batch `seq` of `key` was handled (the next expected is `seq + 1`),
     /// counts it, and returns how it related to the previous one.
     pub fn record(&mut self, key: &K, seq: u64) -> SeqStatus {
@@ -110,6 +122,10 @@ impl<K: Eq + Hash + Clone> SeqTracker<K> {
                 c.missed = c.missed.saturating_add(status.missed());
             }
             SeqStatus::Restart { .. } => c.restarts = c.restarts.saturating_add(1),
+            SeqStatus::First if seq > 0 => {
+                c.late_starts = c.late_starts.saturating_add(1);
+                c.missed_from_start = c.missed_from_start.saturating_add(seq);
+            }
             SeqStatus::First | SeqStatus::InOrder => {}
         }
         self.next.insert(key.clone(), seq.wrapping_add(1));
@@ -179,9 +195,25 @@ mod tests {
         assert_eq!(t.record(&"b", 0), SeqStatus::First);
         let c = t.counters();
         assert_eq!((c.batches, c.gaps, c.missed, c.restarts), (5, 1, 2, 1));
+        // "a" started at 5: batches 0-4 were published before it was seen.
+        assert_eq!((c.late_starts, c.missed_from_start), (1, 5));
         assert_eq!(t.expected(&"a"), Some(1));
         t.forget(&"a");
         assert_eq!(t.check(&"a", 3), SeqStatus::First);
+    }
+
+    #[test]
+    fn a_publisher_not_seen_yet_is_expected_from_0() {
+        let mut t = SeqTracker::new();
+        assert_eq!(t.next_expected(&"a"), 0);
+        assert_eq!(t.check(&"a", 3), SeqStatus::First);
+        t.record(&"a", 3);
+        assert_eq!(t.next_expected(&"a"), 4);
+        t.record(&"b", 0);
+        let c = t.counters();
+        assert_eq!((c.late_starts, c.missed_from_start, c.gaps), (1, 3, 0));
+        t.forget(&"a");
+        assert_eq!(t.next_expected(&"a"), 0);
     }
 
     #[test]

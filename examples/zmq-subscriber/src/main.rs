@@ -55,7 +55,16 @@ struct Options {
     limits: zmtp::Limits,
 }
 
-fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
+/// The usage: on stdout for `--help`, on stderr after a bad command line.
+const USAGE: &str = "usage: kvidx-zmq-subscriber --endpoint URL [--replay URL|-] \
+[--endpoint ... [--replay ...]] [--worker-id N] [--format vllm|sglang|trtllm] [--topic PREFIX] \
+[--block-size N] [--query NAME=FIRST-LAST ...] [--idle-ms N] [--max-seconds N] \
+[--connect-timeout-ms N] [--replay-max-batches N] [--replay-max-bytes N] \
+[--replay-timeout-ms N] [--max-message-bytes N]
+       kvidx-zmq-subscriber bridge --help   (the bridge to NATS JetStream)";
+
+/// Parses the subscriber's command line; `None` when it asks for the usage (`--help`, `-h`).
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
     let mut o = Options {
         endpoints: Vec::new(),
         replays: Vec::new(),
@@ -75,6 +84,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
         let num = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
         match flag.as_str() {
+            "--help" | "-h" => return Ok(None),
             "--endpoint" => o.endpoints.push(value()?),
             "--replay" => {
                 let v = value()?;
@@ -123,7 +133,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
         return Err("more --replay than --endpoint".into());
     }
     o.replays.resize(o.endpoints.len(), None);
-    Ok(o)
+    Ok(Some(o))
 }
 
 fn report_json(source: &Source, r: &Report) -> String {
@@ -165,9 +175,13 @@ fn main() {
         std::process::exit(bridge::main(args));
     }
     let options = match parse_args(args) {
-        Ok(o) => o,
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{USAGE}");
+            return;
+        }
         Err(e) => {
-            eprintln!("kvidx-zmq-subscriber: {e}");
+            eprintln!("kvidx-zmq-subscriber: {e}\n{USAGE}");
             std::process::exit(2);
         }
     };

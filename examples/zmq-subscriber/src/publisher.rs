@@ -2,8 +2,9 @@
 //! on its replay endpoint, and an [`EngineFeed`] that applies its batches to the shared index.
 //!
 //! Reaction to sequence anomalies (see docs/engine-events.md):
-//! - gap with a replay socket: fetch from the first missing sequence, apply in order, then
-//!   drop the live batches the replay already covered;
+//! - gap with a replay socket: fetch from the first missing sequence (0 when the publisher's
+//!   first batch is above 0: it published before the subscriber connected), apply in order,
+//!   then drop the live batches the replay already covered;
 //! - gap without replay, or a replay that no longer covers the range: the feed clears the
 //!   worker before applying (the index must not keep blocks whose removal may be lost);
 //! - restart (sequence going backwards): the feed clears the worker.
@@ -35,7 +36,8 @@ pub struct Source {
 pub struct Report {
     /// Live messages that were not 3 frames with an 8-byte sequence.
     pub bad_frames: u64,
-    /// Gaps seen on the live stream (each answered by a replay request when possible).
+    /// Gaps seen on the live stream, a first batch above 0 included (each answered by a
+    /// replay request when possible).
     pub gaps_detected: u64,
     /// Batches obtained from the replay socket and applied.
     pub replayed: u64,
@@ -166,8 +168,9 @@ pub async fn run(
             }
             covered = None;
         }
-        let status = feed.tracker().check(&worker, seq);
-        if let SeqStatus::Gap { expected, got } = status {
+        // A publisher's sequence starts at 0: a first batch above 0 is missing batches too.
+        let (expected, got) = (feed.next_expected(worker), seq);
+        if got > expected {
             report.gaps_detected += 1;
             if let Some(endpoint) = &source.replay {
                 if dealer.is_none() {
@@ -372,41 +375,45 @@ mod tests {
         );
     }
 
-    /// A replay endpoint that never ends its reply: the replay fails at the batch limit, the
-    /// worker is cleared as without replay, and the next gap is replayed on a new connection.
-    #[tokio::test]
-    async fn a_replay_that_never_ends_fails_and_the_next_one_works() {
-        use zeromq::RouterSocket;
+    /// A PUB socket on a free port and its endpoint.
+    async fn engine_pub() -> (PubSocket, String) {
         let mut publisher = PubSocket::new();
-        let endpoint = publisher
-            .bind("tcp://127.0.0.1:0")
-            .await
-            .unwrap()
-            .to_string();
-        let mut router = RouterSocket::new();
-        let replay_endpoint = router.bind("tcp://127.0.0.1:0").await.unwrap().to_string();
-        // First request: batches without end (bounded at 100k). Second: one batch and the end.
-        tokio::spawn(async move {
-            let frames = |id: &Bytes, seq: u64, payload: &'static [u8]| {
-                let mut m = ZmqMessage::from(id.clone());
-                m.push_back(Bytes::new());
-                m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
-                m.push_back(Bytes::from_static(payload));
-                m
-            };
-            let request = router.recv().await.unwrap().into_vec();
-            for seq in 0..100_000u64 {
-                if router.send(frames(&request[0], seq, BATCH)).await.is_err() {
-                    break;
-                }
-            }
-            let request = router.recv().await.unwrap().into_vec();
-            let start = u64::from_be_bytes(request[2][..8].try_into().unwrap());
-            let _ = router.send(frames(&request[0], start, BATCH)).await;
-            let _ = router.send(frames(&request[0], u64::MAX, b"")).await;
-            tokio::time::sleep(Duration::from_secs(30)).await;
-        });
-        let indexer = Arc::new(Indexer::new(Config::default()).unwrap());
+        let endpoint = publisher.bind("tcp://127.0.0.1:0").await.unwrap();
+        (publisher, endpoint.to_string())
+    }
+
+    /// A ROUTER replay socket on a free port and its endpoint.
+    async fn replay_router() -> (zeromq::RouterSocket, String) {
+        let mut router = zeromq::RouterSocket::new();
+        let endpoint = router.bind("tcp://127.0.0.1:0").await.unwrap();
+        (router, endpoint.to_string())
+    }
+
+    /// One replay reply to the DEALER `id`, in vLLM's older layout `["", seq, payload]`.
+    fn replay_reply(id: &Bytes, seq: u64, payload: &'static [u8]) -> ZmqMessage {
+        let mut m = ZmqMessage::from(id.clone());
+        m.push_back(Bytes::new());
+        m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+        m.push_back(Bytes::from_static(payload));
+        m
+    }
+
+    /// One live batch `seq` (the fixture) on the PUB.
+    fn live(seq: u64) -> ZmqMessage {
+        let mut m = ZmqMessage::from(Bytes::from_static(b"kv@pod@model"));
+        m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
+        m.push_back(Bytes::from_static(BATCH));
+        m
+    }
+
+    /// Runs the subscriber for worker 7 rank 0 on `endpoint` with the replay socket `replay`
+    /// until 1 s without a message.
+    fn subscriber(
+        endpoint: String,
+        replay: String,
+        indexer: &Arc<Indexer>,
+        limits: ReplayLimits,
+    ) -> tokio::task::JoinHandle<Result<Report, String>> {
         let timing = Timing {
             idle: Duration::from_secs(1),
             deadline: Instant::now() + Duration::from_secs(30),
@@ -415,38 +422,108 @@ mod tests {
         };
         let source = Source {
             endpoint,
-            replay: Some(replay_endpoint),
+            replay: Some(replay),
             worker: Worker::new(7, 0),
         };
+        tokio::spawn(run(
+            source,
+            String::new(),
+            Format::Vllm,
+            Arc::clone(indexer),
+            timing,
+            zmtp::Limits::default(),
+            limits,
+        ))
+    }
+
+    /// The publisher sent batches before the subscriber connected: its first batch seen is
+    /// above 0, so the subscriber asks the replay socket from 0 and applies every batch.
+    #[tokio::test]
+    async fn a_first_batch_above_0_is_replayed_from_0() {
+        let (mut publisher, endpoint) = engine_pub().await;
+        let (mut router, replay_endpoint) = replay_router().await;
+        const HELD: u64 = 40; // the engine's replay buffer: batches 0-39
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let asked = Arc::clone(&requests);
+        tokio::spawn(async move {
+            while let Ok(request) = router.recv().await {
+                let request = request.into_vec();
+                let start = u64::from_be_bytes(request[2][..8].try_into().unwrap());
+                asked.lock().unwrap().push(start);
+                for seq in start..HELD {
+                    let _ = router.send(replay_reply(&request[0], seq, BATCH)).await;
+                }
+                let _ = router.send(replay_reply(&request[0], u64::MAX, b"")).await;
+            }
+        });
+        let indexer = Arc::new(Indexer::new(Config::default()).unwrap());
+        let task = subscriber(endpoint, replay_endpoint, &indexer, ReplayLimits::default());
+        // Batches 0-4 went out before the subscriber was there; 5, 6, ... until one arrives.
+        let mut seq = 5u64;
+        let start = Instant::now();
+        while indexer.stats().events_applied == 0 && start.elapsed() < Duration::from_secs(10) {
+            publisher.send(live(seq)).await.unwrap();
+            seq += 1;
+            assert!(seq < HELD, "no batch arrived");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            indexer.flush().unwrap();
+        }
+        let report = task.await.unwrap().unwrap();
+        assert_eq!(requests.lock().unwrap()[..], [0], "{report:?}");
+        assert_eq!(report.gaps_detected, 1, "{report:?}");
+        assert_eq!(
+            report.replayed, HELD,
+            "every batch the replay held: {report:?}"
+        );
+        let s = report.stats;
+        assert_eq!(
+            (s.batches, s.gaps, s.late_starts),
+            (HELD, 0, 0),
+            "{report:?}"
+        );
+        assert_eq!(s.workers_cleared, 0, "{report:?}");
+    }
+
+    /// A replay endpoint that never ends its reply: the replay fails at the batch limit, the
+    /// worker is cleared as without replay, and the next gap is replayed on a new connection.
+    #[tokio::test]
+    async fn a_replay_that_never_ends_fails_and_the_next_one_works() {
+        let (mut publisher, endpoint) = engine_pub().await;
+        let (mut router, replay_endpoint) = replay_router().await;
+        // First request: batches without end (bounded at 100k). Second: one batch and the end.
+        tokio::spawn(async move {
+            let request = router.recv().await.unwrap().into_vec();
+            for seq in 0..100_000u64 {
+                if router
+                    .send(replay_reply(&request[0], seq, BATCH))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            let request = router.recv().await.unwrap().into_vec();
+            let start = u64::from_be_bytes(request[2][..8].try_into().unwrap());
+            let _ = router.send(replay_reply(&request[0], start, BATCH)).await;
+            let _ = router.send(replay_reply(&request[0], u64::MAX, b"")).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        let indexer = Arc::new(Indexer::new(Config::default()).unwrap());
         let limits = ReplayLimits {
             max_batches: 50,
             ..ReplayLimits::default()
         };
-        let task = tokio::spawn(run(
-            source,
-            String::new(),
-            Format::Vllm,
-            Arc::clone(&indexer),
-            timing,
-            zmtp::Limits::default(),
-            limits,
-        ));
+        let task = subscriber(endpoint, replay_endpoint, &indexer, limits);
         // Sequences 0 (until the subscription is in), then 2 (gap: endless replay), 3, 5 (gap:
         // a good replay of 4).
-        let send = |seq: u64| {
-            let mut m = ZmqMessage::from(Bytes::from_static(b"kv@pod@model"));
-            m.push_back(Bytes::copy_from_slice(&seq.to_be_bytes()));
-            m.push_back(Bytes::from_static(BATCH));
-            m
-        };
         let start = Instant::now();
         while indexer.stats().events_applied == 0 && start.elapsed() < Duration::from_secs(10) {
-            publisher.send(send(0)).await.unwrap();
+            publisher.send(live(0)).await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
             indexer.flush().unwrap();
         }
         for seq in [2, 3, 5] {
-            publisher.send(send(seq)).await.unwrap();
+            publisher.send(live(seq)).await.unwrap();
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         let report = task.await.unwrap().unwrap();

@@ -1175,3 +1175,442 @@ async fn a_stop_without_nats_reports_what_was_left_undelivered() {
     assert_eq!(p["published"], 0, "{p}");
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// the byte cap counts each held batch's own cost
+
+/// With NATS down and batches of 0 and 12 payload bytes, the bridge holds exactly as many
+/// batches as fit in the cap at their payload plus their own overhead (the summary's
+/// `batch_overhead`, the figure of docs/bridge.md), not one per payload byte: the cap bounds
+/// memory whatever the batch size.
+#[tokio::test]
+async fn the_byte_cap_counts_each_held_batchs_overhead_so_tiny_batches_are_bounded() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    const CAP: u64 = 16 << 10;
+    const SENT: u64 = 20_000; // more than the cap holds even at one byte a batch
+    for len in [0usize, 12] {
+        let nats = NatsServer::new(binary.clone()); // never started
+        let (mut e, ep) = engine().await;
+        let bridge = Bridge::start(
+            &nats.url(),
+            &[format!("{ep}=4")],
+            &[
+                "--max-buffer-bytes",
+                &CAP.to_string(),
+                "--drain-timeout-ms",
+                "200",
+            ],
+        );
+        subscribed(&bridge, 1).await;
+        let payload = vec![0x90; len];
+        for seq in 0..SENT {
+            send(&mut e, seq, &payload).await;
+        }
+        bridge.wait_for("buffer full", 1).await; // reading has stopped for good (NATS is down)
+        let (summary, code, log) = bridge.stop();
+        assert_eq!(code, 1, "{summary}\n{log}"); // what it held is undelivered
+        let p = publisher_summary(&summary, 4, 0);
+        let held = p["received"].as_u64().unwrap();
+        let overhead = 130; // docs/bridge.md: a held batch's own cost on a 64-bit target
+        assert_eq!(
+            held,
+            CAP / (len as u64 + overhead),
+            "{len}-byte batches held under a {CAP}-byte cap: {summary}"
+        );
+        assert_eq!(summary["buffer"]["batch_overhead"], overhead, "{summary}");
+        let peak = summary["buffer"]["peak"].as_u64().unwrap();
+        assert!(peak <= CAP, "{summary}");
+        assert_eq!(peak, held * (len as u64 + overhead), "{summary}");
+        eprintln!(
+            "byte cap: {len}-byte batches: {held} held under a {CAP}-byte cap (overhead \
+             {overhead} B each)"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// vLLM's own publisher (examples/zmq-subscriber/vllm_engine.py)
+
+/// The Python that can load vLLM's `ZmqEventPublisher` (scripts/vllm-venv.sh prints it;
+/// `KVIDX_VLLM_PYTHON`, else the default venv), or `None` (after a loud message) outside CI.
+fn vllm_python() -> Option<PathBuf> {
+    let default =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/vllm-venv/bin/python");
+    let candidate = std::env::var_os("KVIDX_VLLM_PYTHON").map_or(default, PathBuf::from);
+    if candidate.is_file() {
+        return Some(candidate);
+    }
+    let msg = format!(
+        "no Python with the vllm wheel at {}: run `bash scripts/vllm-venv.sh` (a venv with \
+         vllm 0.33.0) and set KVIDX_VLLM_PYTHON to the path it prints",
+        candidate.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!!!! SKIPPED: {msg} !!!!!!!!!!\n");
+    None
+}
+
+/// Two base ports, for an engine's PUB and replay sockets, such that each base and the port
+/// after it are free and the four are distinct (vLLM binds rank r on base + r).
+fn engine_ports() -> (u16, u16) {
+    let pair = || loop {
+        let port = free_port();
+        if port < u16::MAX && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    };
+    loop {
+        let (a, b) = (pair(), pair());
+        if a.abs_diff(b) > 1 {
+            return (a, b);
+        }
+    }
+}
+
+/// An engine's KV-event publishers made of vLLM's `ZmqEventPublisher` (one per DP rank, each
+/// with its replay socket), driven line by line over stdin; killed on drop.
+struct VllmEngine {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl VllmEngine {
+    /// Starts it (PUB of rank r on `pub_port + r`, ROUTER on `replay_port + r`, block hashes
+    /// from `hash_base`) and waits until its sockets are bound.
+    fn start(
+        python: &PathBuf,
+        pub_port: u16,
+        replay_port: u16,
+        ranks: u32,
+        hash_base: u64,
+    ) -> Self {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("vllm_engine.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .args(["--endpoint", &format!("tcp://*:{pub_port}")])
+            .args(["--replay", &format!("tcp://*:{replay_port}")])
+            .args(["--ranks", &ranks.to_string()])
+            .args(["--hash-base", &hash_base.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start vllm_engine.py");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = stdout.next().map(Result::unwrap);
+        assert_eq!(
+            first.as_deref(),
+            Some("ready"),
+            "vllm_engine.py did not start"
+        );
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Publishes rank `rank`'s next chain block; returns its sequence number and block hash
+    /// once vLLM's publisher thread has sent it.
+    fn publish(&mut self, rank: u32) -> (u64, u64) {
+        use std::io::Write;
+        writeln!(self.stdin, "publish {rank}").unwrap();
+        self.stdin.flush().unwrap();
+        let line = self.stdout.next().expect("an answer").unwrap();
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[..2], ["sent", &rank.to_string()[..]], "{line}");
+        (words[2].parse().unwrap(), words[3].parse().unwrap())
+    }
+
+    /// Kills the engine process (SIGKILL: no goodbye on its sockets) and waits for it.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for VllmEngine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The block hash of a stored vLLM batch (one BlockStored of one block).
+fn stored_block_hash(m: &Stored) -> u64 {
+    let batch =
+        kvidx::engine::decode_batch(kvidx::engine::Format::Vllm, &m.payload).expect("a vLLM batch");
+    match &batch.events[..] {
+        [kvidx::engine::EngineEvent::BlockStored(s)] => s.block_hashes[0],
+        other => panic!("not one BlockStored: {other:?}"),
+    }
+}
+
+/// One publisher's stored messages as (engine sequence, epoch, block hash).
+fn stored_chain(messages: &[Stored], subject: &str) -> Vec<(u64, u64, u64)> {
+    messages
+        .iter()
+        .filter(|m| m.subject == subject)
+        .map(|m| {
+            (
+                m.headers["Kvidx-Engine-Seq"].parse().unwrap(),
+                m.headers["Kvidx-Engine-Epoch"].parse().unwrap(),
+                stored_block_hash(m),
+            )
+        })
+        .collect()
+}
+
+/// What [`publish_until_stored`] waits for.
+#[derive(Clone, Copy, PartialEq)]
+enum Until {
+    /// The stream holds `before` messages plus every batch the engine published.
+    All,
+    /// The stream's last message is the last batch published.
+    Last,
+}
+
+/// Publishes one more batch on each of `ranks` until the stream holds what `until` says
+/// (`sent`: batches published per rank, updated). The first ones may reach a PUB that has not
+/// yet seen the bridge's subscription; the next one reveals them as a gap. At most 20 rounds.
+async fn publish_until_stored(
+    engine: &mut VllmEngine,
+    ranks: u32,
+    sent: &mut [u64],
+    (until, before): (Until, u64),
+    js: &jetstream::Context,
+    bridge: &Bridge,
+) {
+    for _ in 0..20 {
+        let mut last = 0;
+        for rank in 0..ranks {
+            let (seq, _) = engine.publish(rank);
+            sent[rank as usize] = seq + 1;
+            last = seq;
+        }
+        let want = before + sent.iter().sum::<u64>();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let done = match until {
+                Until::All => match js.get_stream("KVIDX_EVENTS").await {
+                    Ok(mut s) => s.info().await.is_ok_and(|i| i.state.messages == want),
+                    Err(_) => false,
+                },
+                Until::Last => match js.get_stream("KVIDX_EVENTS").await {
+                    Ok(s) => s
+                        .get_last_raw_message_by_subject("kvidx.events.>")
+                        .await
+                        .is_ok_and(|m| {
+                            let seq = m.headers.get("Kvidx-Engine-Seq").map(|v| v.to_string());
+                            seq == Some(last.to_string())
+                        }),
+                    Err(_) => false,
+                },
+            };
+            if done {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let stored: Vec<(String, String)> = stream_messages(js)
+        .await
+        .iter()
+        .map(|m| (m.subject.clone(), m.headers["Kvidx-Engine-Seq"].clone()))
+        .collect();
+    panic!(
+        "the stream never held all {} batches sent: {stored:?}\n{}",
+        sent.iter().sum::<u64>(),
+        bridge.log_text()
+    );
+}
+
+/// vLLM's own publisher, two DP ranks with replay sockets, publishes 3 batches per rank
+/// before the bridge starts (engines start before routers): the bridge's first batch is
+/// above 0, which is a gap from the start of the engine's sequence, so it asks the replay
+/// socket from 0; the stream holds every batch of both ranks from 0, in order, in one epoch.
+#[tokio::test]
+async fn a_late_bridge_gets_vllms_first_batches_from_the_replay_socket() {
+    let Some(python) = vllm_python() else {
+        return;
+    };
+    let Some(nats) = started_nats() else {
+        return;
+    };
+    let (pub_port, replay_port) = engine_ports();
+    let mut engine = VllmEngine::start(&python, pub_port, replay_port, 2, 1000);
+    for _ in 0..3 {
+        engine.publish(0);
+        engine.publish(1);
+    }
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[
+            format!("tcp://127.0.0.1:{pub_port}=7"),
+            format!("tcp://127.0.0.1:{}=7:1", pub_port + 1),
+        ],
+        &[
+            "--replay",
+            &format!("tcp://127.0.0.1:{replay_port}"),
+            "--replay",
+            &format!("tcp://127.0.0.1:{}", replay_port + 1),
+        ],
+    );
+    bridge.wait_for("connected, epoch", 2).await;
+    let js = client(&nats.url()).await;
+    let mut sent = [3, 3];
+    publish_until_stored(&mut engine, 2, &mut sent, (Until::All, 0), &js, &bridge).await;
+    let messages = stream_messages(&js).await;
+    let (summary, log) = stopped_cleanly(bridge);
+    for rank in 0..2u64 {
+        let chain = stored_chain(&messages, &format!("kvidx.events.7.{rank}"));
+        let seqs: Vec<u64> = chain.iter().map(|c| c.0).collect();
+        let want: Vec<u64> = (0..sent[rank as usize]).collect();
+        assert_eq!(seqs, want, "rank {rank}: engine sequences\n{log}");
+        assert!(
+            chain.iter().all(|c| c.1 == chain[0].1),
+            "one epoch: {chain:?}"
+        );
+        assert!(
+            chain.iter().all(|c| c.2 == 1000 + 1000 * rank + c.0),
+            "the engine's own blocks: {chain:?}"
+        );
+        let p = publisher_summary(&summary, 7, rank);
+        assert!(p["replayed"].as_u64().unwrap() >= 3, "{p}");
+        assert_eq!(p["missed"], 0, "{p}");
+        assert_eq!(p["gaps"], 0, "{p}");
+        assert_eq!(p["published"], sent[rank as usize], "{p}");
+        eprintln!(
+            "late bridge: rank {rank}: {} batches of vLLM's publisher stored from 0, {} of \
+             them replayed",
+            p["published"], p["replayed"]
+        );
+    }
+}
+
+/// A TCP gate in front of an engine's PUB port: while open it carries connections to the
+/// engine; while closed it accepts connections and drops them at once (the bridge's ZMTP
+/// handshake fails, so it keeps connecting again).
+struct Gate {
+    port: u16,
+    open: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gate {
+    fn start(upstream: u16) -> Self {
+        use std::net::{Shutdown, TcpStream};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicBool::new(true));
+        let is_open = Arc::clone(&open);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(down) = conn else { continue };
+                if !is_open.load(Ordering::SeqCst) {
+                    continue; // dropped: closed
+                }
+                let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                for (from, to) in [
+                    (down.try_clone().unwrap(), up.try_clone().unwrap()),
+                    (up, down),
+                ] {
+                    std::thread::spawn(move || {
+                        let (mut from, mut to) = (from, to);
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                        let _ = from.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Self { port, open }
+    }
+
+    fn set_open(&self, open: bool) {
+        self.open.store(open, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// vLLM's own publisher (worker 7, with replay) sends chain A and is killed; a new process on
+/// the same ports publishes 6 batches while the bridge cannot reach it (a gate in front of
+/// the PUB port), then more once it can. The new connection is a new epoch: the bridge asks
+/// the new engine's replay socket from 0, never from where the dead engine stopped, so the
+/// stream holds the dead engine's batches in its epoch and the new engine's from 0 in a later
+/// one, nothing of either life lost or spliced onto the other.
+#[tokio::test]
+async fn a_restarted_vllm_publisher_is_a_new_epoch_replayed_from_0() {
+    let Some(python) = vllm_python() else {
+        return;
+    };
+    let Some(nats) = started_nats() else {
+        return;
+    };
+    let (pub_port, replay_port) = engine_ports();
+    let gate = Gate::start(pub_port);
+    let mut first = VllmEngine::start(&python, pub_port, replay_port, 1, 1000);
+    let bridge = Bridge::start(
+        &nats.url(),
+        &[format!("tcp://127.0.0.1:{}=7", gate.port)],
+        &["--replay", &format!("tcp://127.0.0.1:{replay_port}")],
+    );
+    bridge.wait_for("connected, epoch", 1).await;
+    let js = client(&nats.url()).await;
+    let mut sent_first = [0];
+    while sent_first[0] < 3 {
+        let until = (Until::Last, 0); // (all of them with replay from 0; see the test above)
+        publish_until_stored(&mut first, 1, &mut sent_first, until, &js, &bridge).await;
+    }
+    gate.set_open(false);
+    first.kill();
+    bridge.wait_for("connecting again", 1).await; // the bridge lost the dead engine
+    let mut second = VllmEngine::start(&python, pub_port, replay_port, 1, 5000);
+    for seq in 0..6 {
+        assert_eq!(second.publish(0).0, seq); // no subscriber: only the replay buffer has it
+    }
+    gate.set_open(true);
+    let mut sent = [6];
+    let until = (Until::All, sent_first[0]);
+    publish_until_stored(&mut second, 1, &mut sent, until, &js, &bridge).await;
+    let sent_second = sent[0];
+    let messages = stream_messages(&js).await;
+    let (summary, log) = stopped_cleanly(bridge);
+    let chain = stored_chain(&messages, "kvidx.events.7.0");
+    let (old, new) = chain.split_at(sent_first[0] as usize);
+    let want_old: Vec<(u64, u64)> = (0..sent_first[0]).map(|s| (s, 1000 + s)).collect();
+    let want_new: Vec<(u64, u64)> = (0..sent_second).map(|s| (s, 5000 + s)).collect();
+    let pairs = |c: &[(u64, u64, u64)]| c.iter().map(|c| (c.0, c.2)).collect::<Vec<_>>();
+    assert_eq!(pairs(old), want_old, "the dead engine's batches\n{log}");
+    assert_eq!(
+        pairs(new),
+        want_new,
+        "the new engine's batches, from 0\n{log}"
+    );
+    assert!(old.iter().all(|c| c.1 == old[0].1), "{old:?}");
+    assert!(new.iter().all(|c| c.1 == new[0].1), "{new:?}");
+    assert!(
+        new[0].1 > old[0].1,
+        "a later epoch for the new engine: {chain:?}"
+    );
+    let p = publisher_summary(&summary, 7, 0);
+    assert_eq!(p["epochs"], 2, "{p}");
+    assert!(p["replayed"].as_u64().unwrap() >= 6, "{p}");
+    assert_eq!(p["missed"], 0, "{p}");
+    assert_eq!(p["published"], sent_first[0] + sent_second, "{p}");
+    eprintln!(
+        "engine restart: {} batches of the dead engine (epoch {}), {} of the new one from 0 \
+         (epoch {}, {} replayed)",
+        old.len(),
+        old[0].1,
+        new.len(),
+        new[0].1,
+        p["replayed"]
+    );
+}

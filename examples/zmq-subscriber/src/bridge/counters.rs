@@ -20,8 +20,9 @@ pub struct Counters {
     pub replayed: AtomicU64,
     /// Replay requests that failed (the gap stays).
     pub replay_failures: AtomicU64,
-    /// Sequence gaps left in what was queued (batches the PUB dropped or sent while
-    /// disconnected, and the replay, if any, did not have).
+    /// Sequence gaps left in what was queued, per epoch from sequence 0 (batches the PUB
+    /// dropped or sent before the epoch's connection was up, and the replay, if any, did not
+    /// have).
     pub gaps: AtomicU64,
     /// Batches missing in those gaps (never queued).
     pub missed: AtomicU64,

@@ -11,6 +11,7 @@
 //! had taken from ZMQ were left undelivered.
 
 mod counters;
+mod held;
 mod options;
 mod sink;
 mod source;
@@ -26,7 +27,11 @@ use options::BridgeOptions;
 /// Runs the bridge with the arguments that follow `bridge`; returns the exit code.
 pub fn main(args: impl Iterator<Item = String>) -> i32 {
     let o = match options::parse(args) {
-        Ok(o) => o,
+        Ok(options::Command::Run(o)) => *o,
+        Ok(options::Command::Help) => {
+            println!("{}", options::USAGE);
+            return 0;
+        }
         Err(e) => {
             eprintln!("kvidx-zmq-subscriber bridge: {e}\n{}", options::USAGE);
             return 2;
@@ -135,13 +140,14 @@ async fn run(o: BridgeOptions) -> i32 {
     println!(
         concat!(
             "{{\"bridge\":[{}],\"nats\":{{\"connects\":{},\"disconnects\":{}}},",
-            "\"buffer\":{{\"cap\":{},\"peak\":{}}}}}"
+            "\"buffer\":{{\"cap\":{},\"peak\":{},\"batch_overhead\":{}}}}}"
         ),
         publishers.join(","),
         get(&bridge.nats_connects),
         get(&bridge.nats_disconnects),
         cap,
         get(&bridge.buffer_peak),
+        held::HELD_BATCH_OVERHEAD,
     );
     i32::from(undelivered > 0)
 }

@@ -78,7 +78,7 @@ pub struct BridgeOptions {
     pub replay_limits: ReplayLimits,
 }
 
-/// The usage line printed on a bad command line.
+/// The usage line: on stdout for `--help`, on stderr after a bad command line.
 pub const USAGE: &str = "usage: kvidx-zmq-subscriber bridge --nats URL \
 --endpoint URL=WORKER_ID[:DP_RANK] [--replay URL|-] [--endpoint ... [--replay ...]] \
 [--format vllm|sglang] [--topic PREFIX] [--max-buffer-bytes N] [--max-in-flight N] \
@@ -113,8 +113,17 @@ fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
     })
 }
 
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    /// Run the bridge.
+    Run(Box<BridgeOptions>),
+    /// Print the usage (`--help` or `-h`) and exit 0.
+    Help,
+}
+
 /// Parses the arguments that follow `bridge`.
-pub fn parse(args: impl Iterator<Item = String>) -> Result<BridgeOptions, String> {
+pub fn parse(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut o = BridgeOptions {
         nats: String::new(),
         endpoints: Vec::new(),
@@ -136,6 +145,7 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<BridgeOptions, String
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
         let num = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
         match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
             "--nats" => o.nats = value()?,
             "--endpoint" => o.endpoints.push(parse_endpoint(&value()?)?),
             "--replay" => {
@@ -205,7 +215,7 @@ pub fn parse(args: impl Iterator<Item = String>) -> Result<BridgeOptions, String
             ));
         }
     }
-    Ok(o)
+    Ok(Command::Run(Box::new(o)))
 }
 
 /// The `Kvidx-Format` header value of a format.
@@ -226,12 +236,14 @@ mod tests {
 
     #[test]
     fn endpoints_name_their_worker_and_rank() {
-        let o = parse(args(
+        let Command::Run(o) = parse(args(
             "--nats nats://127.0.0.1:4222 --endpoint tcp://h:5557=7 --endpoint tcp://h:5558=7:1 \
              --replay - --replay tcp://h:5568 --format sglang --max-buffer-bytes 1024 \
              --max-seconds 3 --replay-max-batches 5",
         ))
-        .unwrap();
+        .unwrap() else {
+            panic!("not a run")
+        };
         assert_eq!(
             o.endpoints,
             [

@@ -1,11 +1,20 @@
 //! The ZMQ side of one engine publisher: a SUB connection (connected again with a backoff
-//! when refused or lost), sequence and epoch bookkeeping, and the byte cap.
+//! when refused or lost), sequence and epoch bookkeeping, replay, and the byte cap.
 //!
-//! Each batch read is held (its payload counted against `--max-buffer-bytes`) until JetStream
-//! acknowledges it. At the cap the reader stops reading: the engine's PUB then queues up to
-//! its high-water mark and drops the rest for this subscriber, which the bridge sees as a
-//! sequence gap when it reads again (counted in `stalls`, `stall_ms`, `gaps`, `missed`), which
-//! the engine's replay socket fills when it is given (`--replay`) and still holds the range.
+//! Every connection begins an epoch, and so does a sequence going back within one (an engine
+//! restart behind a proxy). An engine's sequence starts at 0, so the batches of an epoch are
+//! expected from 0 on: a first batch above 0 (the engine published before this connection
+//! was up, or while the bridge was reconnecting) is a gap like any jump within the epoch. With
+//! a replay socket the bridge asks it for the missing batches, from 0 for the first batch of an
+//! epoch, and never across epochs: the engine behind a new connection may be a new process
+//! whose sequence started again, and its replay socket holds only its own batches.
+//!
+//! Each batch read is held (its payload and its own overhead, [`held`](super::held), counted
+//! against `--max-buffer-bytes`) until JetStream acknowledges it. At the cap the reader stops
+//! reading: the engine's PUB then queues up to its high-water mark and drops the rest for this
+//! subscriber, which the bridge sees as a sequence gap when it reads again (counted in
+//! `stalls`, `stall_ms`, `gaps`, `missed`), which the replay socket fills when it is given
+//! (`--replay`) and still holds the range.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +25,7 @@ use kvidx::engine::{decode_batch, parse_seq_frame, Format};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::counters::{add, BridgeCounters, Counters};
+use super::held;
 use super::options::Endpoint;
 use crate::publisher::connect_sub;
 use crate::replay::{self, ReplayLimits, Replayed};
@@ -72,7 +82,7 @@ pub struct Shared {
     pub limits: Limits,
     /// Longest wait for one connection.
     pub connect_timeout: Duration,
-    /// The byte cap: one permit per payload byte held.
+    /// The byte cap: one permit per byte a held batch costs (payload and overhead).
     pub buffer: Arc<Semaphore>,
     /// The cap's size in bytes.
     pub buffer_cap: u64,
@@ -95,9 +105,9 @@ struct Reader {
     out: mpsc::UnboundedSender<Batch>,
     stop: watch::Receiver<bool>,
     epoch: u64,
-    /// The last sequence taken in this epoch.
+    /// The last sequence taken in this epoch (`None`: nothing yet, the next expected is 0).
     epoch_last: Option<u64>,
-    /// The last sequence taken (gap and restart counts).
+    /// The last sequence taken in any epoch (restart counts).
     last: Option<u64>,
 }
 
@@ -109,19 +119,14 @@ impl Reader {
         add(&self.counters.epochs, 1);
     }
 
-    /// Takes one batch: counts a gap or a restart before it, holds its bytes (waiting at the
-    /// cap) and queues it. `false` when the bridge is stopping.
-    async fn take(&mut self, seq: u64, payload: Bytes) -> bool {
-        let c = &self.counters;
-        match self.last {
-            Some(prev) if seq > prev.saturating_add(1) => {
-                add(&c.gaps, 1);
-                add(&c.missed, seq - prev - 1);
-            }
-            Some(prev) if seq <= prev => add(&c.restarts, 1),
-            _ => {}
+    /// Looks at a live batch's sequence before anything is taken: counts a restart when the
+    /// sequence went back (beginning a new epoch when it went back within this one) and
+    /// returns the first sequence this epoch lacks before it (0 at the start of an epoch),
+    /// if any: the gap to ask the replay socket for.
+    fn arrive(&mut self, seq: u64) -> Option<u64> {
+        if self.last.is_some_and(|prev| seq <= prev) {
+            add(&self.counters.restarts, 1);
         }
-        self.last = Some(seq);
         if self.epoch_last.is_some_and(|l| seq <= l) {
             // The sequence went back without a disconnect (a restart behind a proxy):
             // a new epoch keeps the message ids unique.
@@ -131,9 +136,28 @@ impl Reader {
                 self.name, self.epoch
             );
         }
-        self.epoch_last = Some(seq);
+        let expected = self.expected();
+        (seq > expected).then_some(expected)
+    }
+
+    /// The next sequence this epoch expects: 0 at its start (an engine's sequence starts at 0).
+    fn expected(&self) -> u64 {
+        self.epoch_last.map_or(0, |l| l.saturating_add(1))
+    }
+
+    /// Takes one batch of this epoch (its sequence above the last one taken): counts the gap
+    /// before it, if any, holds its bytes (waiting at the cap) and queues it. `false` when the
+    /// bridge is stopping.
+    async fn take(&mut self, seq: u64, payload: &[u8]) -> bool {
         let c = &self.counters;
-        if decode_batch(self.shared.format, &payload).is_err() {
+        let expected = self.expected();
+        if seq > expected {
+            add(&c.gaps, 1);
+            add(&c.missed, seq - expected);
+        }
+        self.last = Some(seq);
+        self.epoch_last = Some(seq);
+        if decode_batch(self.shared.format, payload).is_err() {
             add(&c.malformed, 1);
         }
         let Some(held) = hold(&self.name, &self.shared, c, payload.len(), &mut self.stop).await
@@ -147,7 +171,9 @@ impl Reader {
         let batch = Batch {
             seq,
             epoch: self.epoch,
-            payload,
+            // Its own allocation of exactly its length: the frames it came in, and whatever
+            // slack their buffers had, are freed now (see `held`).
+            payload: Bytes::copy_from_slice(payload),
             _held: held,
         };
         self.out.send(batch).is_ok() // an error: the publishing side has gone (stopping)
@@ -155,9 +181,10 @@ impl Reader {
 }
 
 /// Reads `endpoint` until `stop` turns true, queueing every batch on `out`. On a sequence
-/// gap, when the endpoint has a replay socket, the missing batches are asked for first and
-/// queued in order before the batch that revealed the gap (those the replay no longer has
-/// stay a gap).
+/// gap within an epoch, a first batch above 0 included, when the endpoint has a replay
+/// socket, the missing batches are asked for first and queued in order before the batch that
+/// revealed the gap (those the replay no longer has stay a gap). The replay socket is
+/// connected again for every epoch, so a replay always comes from the engine of the epoch.
 pub async fn run(
     endpoint: Endpoint,
     shared: Arc<Shared>,
@@ -179,7 +206,8 @@ pub async fn run(
         last: None,
     };
     let mut sub: Option<Connection> = None;
-    let mut dealer: Option<Connection> = None;
+    // The replay DEALER and the epoch it was connected in.
+    let mut dealer: Option<(Connection, u64)> = None;
     let mut backoff = INITIAL_BACKOFF;
     while !*r.stop.borrow() {
         let Some(socket) = sub.as_mut() else {
@@ -226,58 +254,55 @@ pub async fn run(
         if !frames[0].starts_with(shared.topic.as_bytes()) {
             continue; // a publisher need not filter
         }
-        let (seq, payload) = match frames.as_slice() {
-            [_topic, seq, payload] => match parse_seq_frame(seq) {
-                Some(seq) => (seq, payload.clone()),
-                None => {
-                    add(&counters.bad_frames, 1);
-                    continue;
-                }
-            },
-            _ => {
-                add(&counters.bad_frames, 1);
-                continue;
-            }
+        let seq = match frames.as_slice() {
+            [_topic, seq, _payload] => parse_seq_frame(seq),
+            _ => None,
         };
-        drop(frames);
-        if let (Some(prev), Some(url)) = (r.last, &endpoint.replay) {
-            if seq > prev.saturating_add(1) {
-                let fetched = tokio::select! {
-                    f = fetch_gap(url, &mut dealer, prev + 1, &shared) => f,
-                    _ = r.stop.changed() => break,
-                };
-                match fetched {
-                    Ok(batches) => {
-                        for b in batches {
-                            // Only the missing ones, in order (the reply may start later
-                            // than asked; what it lacks stays a gap).
-                            if b.seq > r.last.unwrap_or(prev) && b.seq < seq {
-                                add(&counters.replayed, 1);
-                                if !r.take(b.seq, b.payload).await {
-                                    return;
-                                }
-                            }
+        let Some(seq) = seq else {
+            add(&counters.bad_frames, 1);
+            continue;
+        };
+        if let (Some(from), Some(url)) = (r.arrive(seq), &endpoint.replay) {
+            if dealer.as_ref().is_some_and(|(_, epoch)| *epoch != r.epoch) {
+                dealer = None; // connected to the engine of an earlier epoch
+            }
+            let fetched = tokio::select! {
+                f = fetch_gap(url, &mut dealer, r.epoch, from, &shared) => f,
+                _ = r.stop.changed() => break,
+            };
+            match fetched {
+                Ok(batches) => {
+                    for b in batches {
+                        // Only the missing ones, in order (the reply may start later than
+                        // asked; what it lacks stays a gap).
+                        if b.seq < r.expected() || b.seq >= seq {
+                            continue;
+                        }
+                        add(&counters.replayed, 1);
+                        if !r.take(b.seq, &b.payload).await {
+                            return;
                         }
                     }
-                    Err(e) => {
-                        add(&counters.replay_failures, 1);
-                        eprintln!("bridge: {}: {e}", r.name);
-                        dealer = None; // the rest of a failed reply may still come
-                    }
+                }
+                Err(e) => {
+                    add(&counters.replay_failures, 1);
+                    eprintln!("bridge: {}: {e}", r.name);
+                    dealer = None; // the rest of a failed reply may still come
                 }
             }
         }
-        if !r.take(seq, payload).await {
+        if !r.take(seq, &frames[2]).await {
             break;
         }
     }
 }
 
-/// Asks the replay socket at `url` for every batch from `from` on (connecting a DEALER when
-/// there is none).
+/// Asks the replay socket at `url` for every batch from `from` on (connecting a DEALER for
+/// `epoch` when there is none).
 async fn fetch_gap(
     url: &str,
-    dealer: &mut Option<Connection>,
+    dealer: &mut Option<(Connection, u64)>,
+    epoch: u64,
     from: u64,
     shared: &Shared,
 ) -> Result<Vec<Replayed>, String> {
@@ -290,14 +315,15 @@ async fn fetch_gap(
         )
         .await
         .map_err(|e| format!("replay {e}"))?;
-        *dealer = Some(d);
+        *dealer = Some((d, epoch));
     }
-    let d = dealer.as_mut().expect("connected above");
+    let (d, _) = dealer.as_mut().expect("connected above");
     replay::fetch(d, from, &shared.replay_limits).await
 }
 
-/// Takes `len` bytes of the cap (at most the whole cap, so one batch larger than the cap
-/// still passes alone), waiting while the buffer is full. `None` when told to stop first.
+/// Takes a held batch's share of the cap, its `len` payload bytes and its overhead
+/// ([`held::charge`]; at most the whole cap, so one batch larger than the cap still passes
+/// alone), waiting while the buffer is full. `None` when told to stop first.
 async fn hold(
     name: &str,
     shared: &Shared,
@@ -305,7 +331,7 @@ async fn hold(
     len: usize,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<OwnedSemaphorePermit> {
-    let want = (len as u64).clamp(1, shared.buffer_cap.min(u64::from(u32::MAX))) as u32;
+    let want = held::charge(len).min(shared.buffer_cap.min(u64::from(u32::MAX))) as u32;
     let permit = match Arc::clone(&shared.buffer).try_acquire_many_owned(want) {
         Ok(p) => p,
         Err(_) => {
