@@ -91,9 +91,9 @@ func (ix *Indexer) String() string {
 	if ix == nil {
 		return "kvidx.Indexer(nil)"
 	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return "kvidx.Indexer(closed)"
 	}
 	return "kvidx.Indexer(open)"
