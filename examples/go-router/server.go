@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ type server struct {
 	// replica, in --nats mode, feeds the index from the stream: POST /events and
 	// DELETE /workers are then refused (409) so replicas stay identical; GET /replica reports.
 	replica *replica
+	// beforeApply, when set (tests only), runs in POST /events between registering the
+	// request's workers and submitting its events, with the workers' locks held.
+	beforeApply func(workers []workerKey)
 }
 
 // routeRequest is the body of POST /route: token ids (hashed with the router's block size)
@@ -45,6 +49,9 @@ type routeRequest struct {
 // became of the request's events once applied.
 type eventsResponse struct {
 	Accepted int `json:"accepted"`
+	// Ignored counts the removed events about workers the router does not know (see kvEvent):
+	// not applied, and not in Accepted.
+	Ignored int `json:"ignored,omitempty"`
 	// Applied, Rejected (stored events whose parent the worker did not hold) and
 	// UnknownRemovals (removed block names the worker did not hold): ?wait=1 only.
 	Applied         *uint64 `json:"applied,omitempty"`
@@ -96,7 +103,31 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.getMetrics)
 	mux.HandleFunc("GET /replica", s.getReplica)
 	mux.HandleFunc("/", s.unknown)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if msg := uncleanPath(req.URL.Path); msg != "" {
+			s.fail(w, http.StatusBadRequest, msg)
+			return
+		}
+		mux.ServeHTTP(w, req)
+	})
+}
+
+// uncleanPath says why a request path is refused before routing, or returns "": the mux would
+// answer a path with empty, "." or ".." segments with a redirect to its cleaned form, which a
+// client that follows redirects would execute on another resource (DELETE
+// /requests/../workers/3 becoming DELETE /workers/3). The API never redirects.
+func uncleanPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Sprintf("the path %q does not start with /", p)
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != p {
+		return fmt.Sprintf("the path %q is not clean (empty, . or .. segments): this API does not redirect", p)
+	}
+	return ""
 }
 
 // allowed is the method each route of the API takes, by path (ids replaced by {id}).
@@ -181,7 +212,7 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 	tiers := make([]kvidx.Tier, len(raw))
 	tiered := false // some event names its tier: apply with ApplyEventsOnTiers
 	var keys []workerKey
-	seen := map[workerKey]bool{}
+	announced := map[workerKey]bool{} // the worker has a stored or cleared event here
 	for i := range raw {
 		if evs[i], err = raw[i].toIndexEvent(); err != nil {
 			s.badRequest(w, fmt.Errorf("event %d: %w", i, err))
@@ -193,64 +224,46 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		tiered = tiered || named
-		if k := (workerKey{raw[i].WorkerID, raw[i].DpRank}); !seen[k] {
-			seen[k] = true
+		k := workerKey{raw[i].WorkerID, raw[i].DpRank}
+		if _, seen := announced[k]; !seen {
 			keys = append(keys, k)
 		}
+		announced[k] = announced[k] || raw[i].Removed == nil
 	}
-	added, err := s.router.Register(keys)
+	// applyGate is taken before the workers' locks (registerAndApply), in both modes.
+	wait := req.URL.Query().Get("wait") == "1"
+	var before kvidx.Stats
+	if wait {
+		s.applyGate.Lock()
+		defer s.applyGate.Unlock()
+		if before, err = s.flushedStats(); err != nil {
+			s.fail(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	} else {
+		s.applyGate.RLock()
+	}
+	ignored, err := s.registerAndApply(keys, announced, evs, tiers, tiered)
+	if !wait {
+		s.applyGate.RUnlock()
+	}
 	switch {
-	case errors.Is(err, errTooManyNewWorkers):
+	case errors.Is(err, errTooManyNewWorkers), errors.Is(err, kvidx.ErrInvalidArgument):
 		s.badRequest(w, err)
 		return
 	case errors.Is(err, errWorkerLimit):
 		s.fail(w, http.StatusConflict, err.Error())
 		return
-	}
-	s.metrics.eventsReceived.Add(uint64(len(evs)))
-	apply := func() error {
-		if tiered {
-			return s.ix.ApplyEventsOnTiers(evs, tiers)
-		}
-		return s.ix.ApplyEvents(evs)
-	}
-	wait := req.URL.Query().Get("wait") == "1"
-	var before, after kvidx.Stats
-	if wait {
-		s.applyGate.Lock()
-		defer s.applyGate.Unlock()
-		err = s.ix.Flush()
-		if err == nil {
-			before, err = s.ix.Stats()
-		}
-		if err != nil {
-			s.fail(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		err = apply()
-	} else {
-		s.applyGate.RLock()
-		err = apply()
-		s.applyGate.RUnlock()
-	}
-	switch {
 	case errors.Is(err, kvidx.ErrParentNotFound):
 		// Synchronous mode: the rejected events are counted in the index's stats; the rest
 		// applied.
-	case errors.Is(err, kvidx.ErrInvalidArgument):
-		s.router.unregister(added) // nothing of the request was applied
-		s.badRequest(w, err)
-		return
 	case err != nil:
 		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	resp := eventsResponse{Accepted: len(evs)}
+	resp := eventsResponse{Accepted: len(evs) - ignored, Ignored: ignored}
 	if wait {
-		err = s.ix.Flush()
-		if err == nil {
-			after, err = s.ix.Stats()
-		}
+		after, err := s.flushedStats()
 		if err != nil {
 			s.fail(w, http.StatusInternalServerError, err.Error())
 			return
@@ -261,6 +274,68 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 		resp.Applied, resp.Rejected, resp.UnknownRemovals = &applied, &rejected, &unknown
 	}
 	writeJSON(w, resp)
+}
+
+// flushedStats returns the index's counters once every event accepted so far is applied.
+func (s *server) flushedStats() (kvidx.Stats, error) {
+	if err := s.ix.Flush(); err != nil {
+		return kvidx.Stats{}, err
+	}
+	return s.ix.Stats()
+}
+
+// registerAndApply registers the workers of a request's events and submits the events, under
+// the workers' locks (Router.lockWorkers), so that a concurrent DELETE /workers/{id} of one of
+// them takes effect wholly before (the events register it again) or wholly after (it is
+// removed with them), never in between. Events of a worker that is not known and not
+// announced (only removed events) are dropped and counted in ignored. The caller holds
+// applyGate (shared, or exclusively for ?wait=1).
+func (s *server) registerAndApply(keys []workerKey, announced map[workerKey]bool, evs []kvidx.Event,
+	tiers []kvidx.Tier, tiered bool) (ignored int, err error) {
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	unlock := s.router.lockWorkers(ids)
+	defer unlock()
+	register := keys[:0:0]
+	skip := map[workerKey]bool{}
+	for _, k := range keys {
+		if announced[k] || s.router.known(k) {
+			register = append(register, k)
+		} else {
+			skip[k] = true
+		}
+	}
+	if len(skip) > 0 {
+		kept := 0
+		for i, ev := range evs {
+			if !skip[workerKey{ev.WorkerID, ev.DpRank}] {
+				evs[kept], tiers[kept] = ev, tiers[i]
+				kept++
+			}
+		}
+		ignored, evs, tiers = len(evs)-kept, evs[:kept], tiers[:kept]
+	}
+	added, err := s.router.Register(register)
+	if err != nil {
+		return 0, err
+	}
+	if s.beforeApply != nil {
+		s.beforeApply(register)
+	}
+	s.metrics.eventsReceived.Add(uint64(len(evs)))
+	switch {
+	case len(evs) == 0:
+	case tiered:
+		err = s.ix.ApplyEventsOnTiers(evs, tiers)
+	default:
+		err = s.ix.ApplyEvents(evs)
+	}
+	if errors.Is(err, kvidx.ErrInvalidArgument) {
+		s.router.unregister(added) // nothing of the request was applied
+	}
+	return ignored, err
 }
 
 func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
@@ -288,6 +363,11 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	if rr.TokenIDs != nil {
 		if q, err = kvidx.HashTokens(rr.TokenIDs, s.blockSize); err != nil {
 			s.badRequest(w, err)
+			return
+		}
+		if len(q) == 0 {
+			s.badRequest(w, fmt.Errorf("token_ids: %d tokens make no full block of %d (a partial block is never cached)",
+				len(rr.TokenIDs), s.blockSize))
 			return
 		}
 	}
