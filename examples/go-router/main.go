@@ -40,8 +40,10 @@ type options struct {
 	// not know.
 	unknownMedium string
 	maxBody       int64
-	limits        Limits
-	timeouts      timeouts
+	// maxInflight bounds the request bytes held at once across requests (-max-inflight-bytes).
+	maxInflight int64
+	limits      Limits
+	timeouts    timeouts
 	// nats is --nats mode: events come from the KVIDX_EVENTS stream (docs/replicas.md).
 	nats natsOptions
 }
@@ -65,6 +67,7 @@ func defaultOptions() options {
 		tierWeights:   DefaultTierWeights,
 		unknownMedium: "external",
 		maxBody:       8 << 20,
+		maxInflight:   256 << 20,
 		limits:        DefaultLimits(),
 		timeouts:      timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
 		nats:          defaultNATSOptions(),
@@ -132,6 +135,7 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.Var(tierWeightsFlag{&o.tierWeights}, "tier-weights", "what a cached block is worth by its fastest tier: device,host,disk,external (each in [0, 1], non-increasing)")
 	fs.StringVar(&o.unknownMedium, "unknown-medium", o.unknownMedium, "storage tier of an event medium kvidx does not know: device, host, disk or external")
 	fs.Int64Var(&o.maxBody, "max-body", o.maxBody, "largest request body in bytes (larger: 413)")
+	fs.Int64Var(&o.maxInflight, "max-inflight-bytes", o.maxInflight, "request bytes held at once across requests: bodies being read and the ids decoded from them (beyond: 503 with Retry-After)")
 	fs.IntVar(&o.limits.MaxWorkers, "max-workers", o.limits.MaxWorkers, "workers (id, dp rank) known at once (beyond: 409)")
 	fs.IntVar(&o.limits.MaxNewWorkersPerRequest, "max-new-workers", o.limits.MaxNewWorkersPerRequest, "new workers one POST /events may register (beyond: 400)")
 	fs.IntVar(&o.limits.MaxRoutes, "max-routes", o.limits.MaxRoutes, "routed requests tracked as in flight (beyond: the oldest are forgotten; at least 64)")
@@ -204,8 +208,8 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 	if o.blockSize == 0 || o.blockSize > 1<<20 {
 		return nil, nil, nil, errors.New("block size out of range")
 	}
-	if o.maxBody <= 0 {
-		return nil, nil, nil, errors.New("max body must be positive")
+	if o.maxBody <= 0 || o.maxInflight <= 0 {
+		return nil, nil, nil, errors.New("max body and max in-flight bytes must be positive")
 	}
 	unknownMedium, err := parseTier(o.unknownMedium)
 	if err != nil || unknownMedium == kvidx.TierAll {
@@ -227,7 +231,7 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 		_ = ix.Close()
 		return nil, nil, nil, err
 	}
-	api := newAPI(r, ix, uint32(o.blockSize), o.maxBody, unknownMedium)
+	api := newAPI(r, ix, uint32(o.blockSize), o.maxBody, o.maxInflight, unknownMedium)
 	srv := &http.Server{
 		Handler:           api.handler(),
 		ReadHeaderTimeout: t.readHeader,

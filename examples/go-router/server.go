@@ -24,6 +24,8 @@ type server struct {
 	blockSize uint32
 	maxBody   int64
 	metrics   *metrics
+	// budget bounds the request bytes held at once (bodies being read, decoded ids).
+	budget *byteBudget
 	// unknownMedium is the storage tier of an event's medium that kvidx does not know.
 	unknownMedium kvidx.Tier
 	// applyGate lets ?wait=1 requests apply alone: others hold it shared while they submit
@@ -80,16 +82,18 @@ type errorResponse struct {
 // Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
 // 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
 // mode, POST /events and DELETE /workers: the index follows the stream only), 413 body larger
-// than maxBody, 503 no worker known yet.
+// than maxBody (or a /route body whose decoded ids alone need more than maxInflight bytes),
+// 503 no worker known yet, or (with Retry-After) the request's bytes do not fit in
+// maxInflight now.
 // unknownMedium is the storage tier of an event medium kvidx does not know.
-func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) http.Handler {
-	return newAPI(r, ix, blockSize, maxBody, unknownMedium).handler()
+func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody, maxInflight int64, unknownMedium kvidx.Tier) http.Handler {
+	return newAPI(r, ix, blockSize, maxBody, maxInflight, unknownMedium).handler()
 }
 
 // newAPI returns the state of the router's HTTP API (see newHandler).
-func newAPI(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) *server {
+func newAPI(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody, maxInflight int64, unknownMedium kvidx.Tier) *server {
 	return &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics(),
-		unknownMedium: unknownMedium}
+		unknownMedium: unknownMedium, budget: newByteBudget(maxInflight)}
 }
 
 // handler returns the HTTP API over s (see newHandler); in --nats mode GET /replica reports
@@ -170,25 +174,64 @@ func (s *server) badRequest(w http.ResponseWriter, err error) {
 	s.fail(w, http.StatusBadRequest, err.Error())
 }
 
-// readBody reads the whole body, at most maxBody bytes; on failure it has answered (413 too
-// large, 408 too slow, 400 otherwise) and returns false.
-func (s *server) readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, s.maxBody))
-	if err == nil {
-		return body, true
+// readBody reads the whole body, at most maxBody bytes, its buffer counted in res; on failure
+// it has answered (see failRead) and returns false.
+func (s *server) readBody(w http.ResponseWriter, req *http.Request, res *reservation) ([]byte, bool) {
+	r := http.MaxBytesReader(w, req.Body, s.maxBody)
+	size := int64(4 << 10)
+	if cl := req.ContentLength; cl >= 0 {
+		size = min(cl, s.maxBody) + 1 // + 1: room to read the end without growing
 	}
+	if err := res.take(size); err != nil {
+		s.failRead(w, err)
+		return nil, false
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			grown := min(2*int64(cap(buf)), s.maxBody+1)
+			if err := res.take(grown); err != nil {
+				s.failRead(w, err)
+				return nil, false
+			}
+			next := make([]byte, len(buf), grown)
+			copy(next, buf)
+			res.give(int64(cap(buf)))
+			buf = next
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, true
+		case err != nil:
+			s.failRead(w, err)
+			return nil, false
+		}
+	}
+}
+
+// failRead answers the failure to read or decode a body: 413 too large (or needing more than
+// the whole in-flight budget), 503 with Retry-After when the in-flight budget is taken, 408
+// too slow, 400 otherwise.
+func (s *server) failRead(w http.ResponseWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &tooLarge):
 		s.metrics.tooLarge.Add(1)
 		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit))
+	case errors.Is(err, errNeedsTooMuch):
+		s.metrics.tooLarge.Add(1)
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%v (%d bytes)", err, s.budget.limit))
+	case errors.Is(err, errOverloaded):
+		w.Header().Set("Retry-After", "1")
+		s.fail(w, http.StatusServiceUnavailable, err.Error())
 	case errors.As(err, &netErr) && netErr.Timeout():
 		s.fail(w, http.StatusRequestTimeout, "the body was not received in time")
 	default:
-		s.fail(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		s.fail(w, http.StatusBadRequest, err.Error())
 	}
-	return nil, false
 }
 
 // errFromStream refuses index changes over HTTP in --nats mode.
@@ -199,7 +242,9 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 		s.fail(w, http.StatusConflict, errFromStream)
 		return
 	}
-	body, ok := s.readBody(w, req)
+	res := s.budget.reserve()
+	defer res.release()
+	body, ok := s.readBody(w, req, res)
 	if !ok {
 		return
 	}
@@ -340,20 +385,25 @@ func (s *server) registerAndApply(keys []workerKey, announced map[workerKey]bool
 
 func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
-	body, ok := s.readBody(w, req)
-	if !ok {
+	res := s.budget.reserve()
+	defer res.release()
+	body, err := decodeRouteBody(http.MaxBytesReader(w, req.Body, s.maxBody), res)
+	if err != nil {
+		s.failRead(w, err)
 		return
 	}
-	var rr *routeRequest
-	err := strictUnmarshal(body, &rr)
+	defer body.done()
+	rr := body.req
 	switch {
-	case err != nil:
 	case rr == nil || (rr.TokenIDs == nil && rr.LocalHashes == nil):
 		err = errors.New("give token_ids or local_hashes")
 	case rr.TokenIDs != nil && rr.LocalHashes != nil:
 		err = errors.New("give token_ids or local_hashes, not both")
 	case len(rr.TokenIDs) == 0 && len(rr.LocalHashes) == 0:
 		err = errors.New("the request is empty: no tokens or block hashes")
+	case len(rr.TokenIDs) > 0 && len(rr.TokenIDs) < int(s.blockSize):
+		err = fmt.Errorf("token_ids: %d tokens make no full block of %d (a partial block is never cached)",
+			len(rr.TokenIDs), s.blockSize)
 	}
 	if err != nil {
 		s.badRequest(w, err)
@@ -361,13 +411,12 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	}
 	q := rr.LocalHashes
 	if rr.TokenIDs != nil {
-		if q, err = kvidx.HashTokens(rr.TokenIDs, s.blockSize); err != nil {
-			s.badRequest(w, err)
+		if err := res.take(int64(len(rr.TokenIDs)/int(s.blockSize)) * 8); err != nil {
+			s.failRead(w, err)
 			return
 		}
-		if len(q) == 0 {
-			s.badRequest(w, fmt.Errorf("token_ids: %d tokens make no full block of %d (a partial block is never cached)",
-				len(rr.TokenIDs), s.blockSize))
+		if q, err = kvidx.HashTokens(rr.TokenIDs, s.blockSize); err != nil {
+			s.badRequest(w, err)
 			return
 		}
 	}
@@ -431,7 +480,7 @@ func (s *server) getMetrics(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w, st, s.router)
+	s.metrics.write(w, st, s.router, s.budget)
 	if s.replica != nil {
 		s.replica.writeMetrics(w)
 	}
