@@ -277,6 +277,9 @@ func decodeIDs[T uint32 | uint64](d *routeDecoder, field string, buf *[]T) ([]T,
 		return nil, fmt.Errorf("%s: expected an array, got %s", field, kind(c))
 	}
 	ids := (*buf)[:0]
+	if ids == nil {
+		ids = []T{} // [] is an empty request, not a missing field
+	}
 	if err := d.res.take(int64(cap(ids)) * size); err != nil {
 		return nil, err
 	}
