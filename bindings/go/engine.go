@@ -219,12 +219,12 @@ func bytesPtr(b []byte) *byte {
 // synchronous mode a store whose parent is missing is counted in EventsRejected and the call
 // still succeeds. The library keeps no reference to payload.
 func (ix *Indexer) ApplyEngineBatch(format EngineFormat, workerID uint64, dpRank uint32, payload []byte) (EngineBatchResult, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return EngineBatchResult{}, closedError("ApplyEngineBatch")
 	}
-	st, r := libApplyEngineBatch(ix.h, uint32(format), workerID, dpRank, bytesPtr(payload), len(payload))
+	st, r := libApplyEngineBatch(h, uint32(format), workerID, dpRank, bytesPtr(payload), len(payload))
 	runtime.KeepAlive(payload)
 	if err := check("ApplyEngineBatch", st); err != nil {
 		return EngineBatchResult{}, err
@@ -311,9 +311,9 @@ func (f *EngineFeed) apply(op string, ix *Indexer, workerID uint64, dpRank uint3
 	if ix == nil {
 		return EngineBatchResult{}, check(op, StatusNullPointer)
 	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return EngineBatchResult{}, closedError(op)
 	}
 	if at && !libHasSnapshots() {
@@ -325,13 +325,13 @@ func (f *EngineFeed) apply(op string, ix *Indexer, workerID uint64, dpRank uint3
 	var st Status
 	var r cBatchResult
 	if epoch != nil {
-		st, r = libFeedApplyEpochAt(f.h, ix.h, workerID, dpRank, *epoch, bytesPtr(seqFrame), len(seqFrame),
+		st, r = libFeedApplyEpochAt(f.h, h, workerID, dpRank, *epoch, bytesPtr(seqFrame), len(seqFrame),
 			bytesPtr(payload), len(payload), offset)
 	} else if at {
-		st, r = libFeedApplyAt(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
+		st, r = libFeedApplyAt(f.h, h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
 			bytesPtr(payload), len(payload), offset)
 	} else {
-		st, r = libFeedApply(f.h, ix.h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
+		st, r = libFeedApply(f.h, h, workerID, dpRank, bytesPtr(seqFrame), len(seqFrame),
 			bytesPtr(payload), len(payload))
 	}
 	runtime.KeepAlive(seqFrame)
@@ -397,12 +397,12 @@ func (f *EngineFeed) remove(op string, ix *Indexer, call func(feedHandle, handle
 	if ix == nil {
 		return check(op, StatusNullPointer)
 	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError(op)
 	}
-	return check(op, call(f.h, ix.h))
+	return check(op, call(f.h, h))
 }
 
 // Publishers returns how many publishers (worker id, dp rank) the feed holds state for:

@@ -53,6 +53,9 @@ func (r EngineBatchResult) String() string { return fieldsString(r) }
 // String formats the feed counters as {Batches:N ...}.
 func (s EngineStats) String() string { return fieldsString(s) }
 
+// String prints the start statistics field by field.
+func (s EngineStartStats) String() string { return fieldsString(s) }
+
 // feedFlagNames names the FeedFlags bits, lowest first.
 var feedFlagNames = []struct {
 	flag FeedFlags
@@ -91,9 +94,9 @@ func (ix *Indexer) String() string {
 	if ix == nil {
 		return "kvidx.Indexer(nil)"
 	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return "kvidx.Indexer(closed)"
 	}
 	return "kvidx.Indexer(open)"

@@ -2,18 +2,16 @@ package kvidx
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 )
 
 // Indexer is a handle on one library index. Every method may be called from any number of
-// goroutines at once; [Indexer.Close] waits for calls in flight and makes later calls return
-// [ErrClosed]. An Indexer that becomes unreachable without Close is freed by a cleanup
-// function as a safety net, but Close should be called: freeing drains queued events and joins
-// the event threads.
+// goroutines at once, and from inside a snapshot's io.Writer or io.Reader. [Indexer.Close]
+// waits for calls in flight and makes later calls return [ErrClosed]. An Indexer that becomes
+// unreachable without Close is freed by a cleanup function as a safety net, but Close should
+// be called: freeing drains queued events and joins the event threads.
 type Indexer struct {
-	mu      sync.RWMutex // read-held by every call, write-held by Close
-	h       handle       // nilHandle once closed
+	calls   callGate
 	cleanup runtime.Cleanup
 }
 
@@ -30,7 +28,9 @@ func New(cfg Config) (*Indexer, error) {
 	if err := check("New", st); err != nil {
 		return nil, err
 	}
-	ix := &Indexer{h: h}
+	ix := &Indexer{}
+	ix.calls.h = h
+	ix.calls.changed.L = &ix.calls.mu
 	ix.cleanup = runtime.AddCleanup(ix, freeHandle, h)
 	return ix, nil
 }
@@ -44,31 +44,36 @@ func freeHandle(h handle) {
 	handlesFreed.Add(1)
 }
 
-// Close frees the indexer: queued events are applied, the event threads are joined. It waits
-// for calls in flight. Calling it again is a no-op; it always returns nil.
+// Close frees the indexer: queued events are applied, the event threads are joined. Calls
+// that begin after it return [ErrClosed]. It waits for calls in flight, except while a
+// snapshot call is running its io.Writer or io.Reader (which may be what called Close): then
+// it returns at once and the indexer is freed when the last call in flight returns. Calling
+// it again is a no-op; it always returns nil.
 func (ix *Indexer) Close() error {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.h == nilHandle {
-		return nil
+	if ix.calls.close() {
+		ix.cleanup.Stop()
 	}
-	ix.cleanup.Stop()
-	freeHandle(ix.h)
-	ix.h = nilHandle
 	return nil
 }
+
+// enter begins a call on the indexer and returns the handle, nilHandle once closed; every
+// enter is paired with a deferred leave.
+func (ix *Indexer) enter() handle { return ix.calls.enter() }
+
+// leave ends a call begun by enter.
+func (ix *Indexer) leave() { ix.calls.leave() }
 
 // ApplyEvent applies (or, with event threads, validates and queues) one event. In synchronous
 // mode a stored event whose parent the worker does not hold fails with [ErrParentNotFound] and
 // changes nothing.
 func (ix *Indexer) ApplyEvent(ev Event) error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("ApplyEvent")
 	}
 	b := newBatch([]Event{ev})
-	st := libApplyEvent(ix.h, b.first())
+	st := libApplyEvent(h, b.first())
 	b.release()
 	return check("ApplyEvent", st)
 }
@@ -80,16 +85,16 @@ func (ix *Indexer) ApplyEvent(ev Event) error {
 // a time as one change of that worker, which makes one call cheaper per event than ApplyEvent
 // in a loop; a concurrent lookup sees the worker before or after each such group.
 func (ix *Indexer) ApplyEvents(events []Event) error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("ApplyEvents")
 	}
 	if len(events) == 0 {
 		return nil
 	}
 	b := newBatch(events)
-	st := libApplyEvents(ix.h, b.first(), len(b.events))
+	st := libApplyEvents(h, b.first(), len(b.events))
 	b.release()
 	return check("ApplyEvents", st)
 }
@@ -97,32 +102,32 @@ func (ix *Indexer) ApplyEvents(events []Event) error {
 // RemoveWorker drops and forgets every dp rank of a worker, after the worker's events already
 // accepted. Removing an unknown worker is not an error.
 func (ix *Indexer) RemoveWorker(workerID uint64) error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("RemoveWorker")
 	}
-	return check("RemoveWorker", libRemoveWorker(ix.h, workerID))
+	return check("RemoveWorker", libRemoveWorker(h, workerID))
 }
 
 // RemoveWorkerDpRank drops and forgets one dp rank of a worker.
 func (ix *Indexer) RemoveWorkerDpRank(workerID uint64, dpRank uint32) error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("RemoveWorkerDpRank")
 	}
-	return check("RemoveWorkerDpRank", libRemoveWorkerDpRank(ix.h, workerID, dpRank))
+	return check("RemoveWorkerDpRank", libRemoveWorkerDpRank(h, workerID, dpRank))
 }
 
 // Flush returns once every event accepted before it has been applied (a barrier).
 func (ix *Indexer) Flush() error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("Flush")
 	}
-	return check("Flush", libFlush(ix.h))
+	return check("Flush", libFlush(h))
 }
 
 // FindMatches returns, for each worker holding at least the first block of the query, the
@@ -137,17 +142,17 @@ func (ix *Indexer) FindMatches(localHashes []uint64) ([]Match, error) {
 // the matches. When dst has room for them it allocates nothing, so a caller that reuses
 // dst[:0] across requests runs allocation-free. On error dst is returned unchanged.
 func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return dst, closedError("FindMatches")
 	}
-	return findInto(ix.h, "FindMatches", localHashes, dst, libFindMatches)
+	return findInto(h, "FindMatches", localHashes, dst, libFindMatches)
 }
 
 // findInto runs a find call of the library into dst's spare capacity, growing dst and
 // calling again while the answer does not fit (events applied meanwhile may change its
-// size). The caller holds ix.mu and has checked the handle. On error dst is returned
+// size). The caller is inside ix.enter and has checked the handle. On error dst is returned
 // unchanged.
 func findInto[M Match | TieredMatch](h handle, op string, localHashes []uint64, dst []M,
 	find func(h handle, q *uint64, n int, out *M, outCap int) (Status, int)) ([]M, error) {
@@ -183,23 +188,23 @@ func growMatches[M Match | TieredMatch](dst []M, extra int) []M {
 // Stats returns the indexer's counters. With event threads, call [Indexer.Flush] first to see
 // the outcome of every event accepted so far.
 func (ix *Indexer) Stats() (Stats, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
+	h := ix.enter()
+	defer ix.leave()
 	var s Stats
-	if ix.h == nilHandle {
+	if h == nilHandle {
 		return s, closedError("Stats")
 	}
-	st := libStats(ix.h, &s)
+	st := libStats(h, &s)
 	return s, check("Stats", st)
 }
 
 // debugPanic makes the library panic inside its boundary (tests only): it returns
 // [ErrPanic], and every later call on the indexer fails with [ErrPoisoned].
 func (ix *Indexer) debugPanic() error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("debugPanic")
 	}
-	return check("debugPanic", libDebugPanic(ix.h))
+	return check("debugPanic", libDebugPanic(h))
 }

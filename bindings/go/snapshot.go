@@ -54,9 +54,9 @@ func (s ReplicaStats) String() string { return fieldsString(s) }
 // replaying an overlapping range of the log is idempotent.
 func (ix *Indexer) ApplyEventsAt(events []Event, offset uint64) error {
 	const op = "ApplyEventsAt"
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError(op)
 	}
 	if !libHasSnapshots() {
@@ -69,7 +69,7 @@ func (ix *Indexer) ApplyEventsAt(events []Event, offset uint64) error {
 		return nil
 	}
 	b := newBatch(events)
-	st := libApplyEventsAt(ix.h, b.first(), len(b.events), offset)
+	st := libApplyEventsAt(h, b.first(), len(b.events), offset)
 	b.release()
 	return check(op, st)
 }
@@ -78,15 +78,15 @@ func (ix *Indexer) ApplyEventsAt(events []Event, offset uint64) error {
 // worker is unknown or never got an offset batch. With event threads, call [Indexer.Flush]
 // first to see every batch accepted so far. A closed indexer gives 0.
 func (ix *Indexer) Watermark(workerID uint64, dpRank uint32) uint64 {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return 0
 	}
 	if !libHasSnapshots() {
 		return 0
 	}
-	w, st := libWatermark(ix.h, workerID, dpRank)
+	w, st := libWatermark(h, workerID, dpRank)
 	if st != StatusOK {
 		return 0
 	}
@@ -96,16 +96,16 @@ func (ix *Indexer) Watermark(workerID uint64, dpRank uint32) uint64 {
 // ReplicaStats returns the offset-batch counters. With event threads, call [Indexer.Flush]
 // first.
 func (ix *Indexer) ReplicaStats() (ReplicaStats, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
+	h := ix.enter()
+	defer ix.leave()
 	var s ReplicaStats
-	if ix.h == nilHandle {
+	if h == nilHandle {
 		return s, closedError("ReplicaStats")
 	}
 	if !libHasSnapshots() {
 		return s, noSnapshotsError("ReplicaStats")
 	}
-	st := libReplicaStats(ix.h, &s)
+	st := libReplicaStats(h, &s)
 	return s, check("ReplicaStats", st)
 }
 
@@ -113,15 +113,15 @@ func (ix *Indexer) ReplicaStats() (ReplicaStats, error) {
 // [Indexer.ApplyEventsAt]): skipped whole when offset is at or below the worker's watermark.
 func (ix *Indexer) ApplyEngineBatchAt(format EngineFormat, workerID uint64, dpRank uint32, payload []byte, offset uint64) (EngineBatchResult, error) {
 	const op = "ApplyEngineBatchAt"
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return EngineBatchResult{}, closedError(op)
 	}
 	if !libHasSnapshots() {
 		return EngineBatchResult{}, noSnapshotsError(op)
 	}
-	st, r := libApplyEngineBatchAt(ix.h, uint32(format), workerID, dpRank, bytesPtr(payload), len(payload), offset)
+	st, r := libApplyEngineBatchAt(h, uint32(format), workerID, dpRank, bytesPtr(payload), len(payload), offset)
 	runtime.KeepAlive(payload)
 	if err := check(op, st); err != nil {
 		return EngineBatchResult{}, err
@@ -162,10 +162,10 @@ func (ix *Indexer) RestoreSnapshot(r io.Reader) (SnapshotInfo, error) {
 // [ErrClosed], a library without snapshots its error, a missing writer or reader (noStream)
 // [ErrNullPointer].
 func (ix *Indexer) snapshotCall(op string, s *snapshotStream, noStream bool, call func(handle, uintptr, *SnapshotInfo) Status) (SnapshotInfo, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
+	h := ix.enter()
+	defer ix.leave()
 	var info SnapshotInfo
-	if ix.h == nilHandle {
+	if h == nilHandle {
 		return info, closedError(op)
 	}
 	if !libHasSnapshots() {
@@ -174,8 +174,9 @@ func (ix *Indexer) snapshotCall(op string, s *snapshotStream, noStream bool, cal
 	if noStream {
 		return info, check(op, StatusNullPointer)
 	}
+	s.gate = &ix.calls
 	id := streams.add(s)
-	st := call(ix.h, id, &info)
+	st := call(h, id, &info)
 	streams.remove(id)
 	return info, s.finish(op, st)
 }
@@ -183,8 +184,11 @@ func (ix *Indexer) snapshotCall(op string, s *snapshotStream, noStream bool, cal
 // snapshotStream is the Go side of one snapshot write or restore: the library calls back
 // (sink or source trampoline, by the id it was given) into w or r.
 type snapshotStream struct {
-	w     io.Writer
-	r     io.Reader
+	w io.Writer
+	r io.Reader
+	// gate is the indexer's: a running w or r is reported to it, so Close never waits for a
+	// call that w or r (or what they wait for) may be making.
+	gate  *callGate
 	err   error // the first error of w or r
 	panic any   // a panic of w or r, re-raised by finish
 	// panicked says that panic holds a recovered value (which may itself be nil).
@@ -196,6 +200,8 @@ func (s *snapshotStream) sink(data []byte) int32 {
 	if s.w == nil || s.err != nil || s.panicked {
 		return 1
 	}
+	s.gate.callbackBegin()
+	defer s.gate.callbackEnd()
 	defer s.recover()
 	for len(data) > 0 {
 		n, err := s.w.Write(data)
@@ -217,6 +223,8 @@ func (s *snapshotStream) source(buf []byte) (int, int32) {
 	if s.r == nil || s.err != nil || s.panicked {
 		return 0, 1
 	}
+	s.gate.callbackBegin()
+	defer s.gate.callbackEnd()
 	defer s.recover()
 	for range 100 {
 		n, err := s.r.Read(buf)

@@ -106,16 +106,16 @@ func (m TieredMatch) Score(weights [NumTiers]float64) float64 {
 // unknown tier, or TierAll on a stored event, fails with [ErrInvalidArgument] and applies
 // nothing.
 func (ix *Indexer) ApplyEventOnTier(ev Event, t Tier) error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("ApplyEventOnTier")
 	}
 	if !libHasTiers() {
 		return noTiersError("ApplyEventOnTier")
 	}
 	b := newBatch([]Event{ev})
-	st := libApplyEventOnTier(ix.h, b.first(), uint32(t))
+	st := libApplyEventOnTier(h, b.first(), uint32(t))
 	b.release()
 	return check("ApplyEventOnTier", st)
 }
@@ -130,9 +130,9 @@ func (ix *Indexer) ApplyEventsOnTiers(events []Event, tiers []Tier) error {
 		return &opError{op: "ApplyEventsOnTiers", err: fmt.Errorf("%w: %d events but %d tiers",
 			ErrInvalidArgument, len(events), len(tiers))}
 	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return closedError("ApplyEventsOnTiers")
 	}
 	if !libHasTiers() {
@@ -142,7 +142,7 @@ func (ix *Indexer) ApplyEventsOnTiers(events []Event, tiers []Tier) error {
 		return nil
 	}
 	b := newBatch(events)
-	st := libApplyEventsOnTiers(ix.h, b.first(), (*uint32)(&tiers[0]), len(b.events))
+	st := libApplyEventsOnTiers(h, b.first(), (*uint32)(&tiers[0]), len(b.events))
 	b.release()
 	runtime.KeepAlive(tiers)
 	return check("ApplyEventsOnTiers", st)
@@ -159,15 +159,15 @@ func (ix *Indexer) FindMatchesTiered(localHashes []uint64) ([]TieredMatch, error
 // [Indexer.FindMatchesInto]: when dst has room it allocates nothing on the cgo back end. On
 // error dst is returned unchanged.
 func (ix *Indexer) FindMatchesTieredInto(localHashes []uint64, dst []TieredMatch) ([]TieredMatch, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.h == nilHandle {
+	h := ix.enter()
+	defer ix.leave()
+	if h == nilHandle {
 		return dst, closedError("FindMatchesTiered")
 	}
 	if !libHasTiers() {
 		return dst, noTiersError("FindMatchesTiered")
 	}
-	return findInto(ix.h, "FindMatchesTiered", localHashes, dst, libFindMatchesTiered)
+	return findInto(h, "FindMatchesTiered", localHashes, dst, libFindMatchesTiered)
 }
 
 // noTiersError reports a tier method called with a library older than storage tiers (purego

@@ -19,8 +19,13 @@ import (
 //	{"worker_id": 3, "dp_rank": 0, "event_id": 8, "removed": {"block_hashes": [907]}}
 //	{"worker_id": 3, "dp_rank": 0, "event_id": 9, "cleared": {}}
 //
-// block_hash is the engine's sequence hash, tokens_hash the local hash of the block's tokens.
-// Exactly one of stored, removed and cleared must be present.
+// block_hash is the engine's sequence hash, tokens_hash the local hash of the block's tokens;
+// a block needs both. Exactly one of stored, removed and cleared must be present.
+//
+// A stored or cleared event makes its worker known (a routing candidate). A removed event
+// about a worker the router does not know is ignored: it is neither applied nor registers the
+// worker (a worker that was never seen storing anything has nothing to remove, and must not
+// become a candidate that way); the response counts it in "ignored".
 //
 // An event may name the storage tier it is about, as the engine's medium or as a kvidx tier
 // (not both; names are case-insensitive):
@@ -63,20 +68,51 @@ type removedData struct {
 // errBadEvent reports an event that is not exactly one of stored, removed, cleared.
 var errBadEvent = errors.New("an event needs exactly one of stored, removed, cleared")
 
-// wireEvent is kvEvent as decoded, to tell a missing worker_id from worker 0.
+// wireEvent is kvEvent as decoded, to tell a missing worker_id from worker 0 (and a missing
+// block hash from hash 0).
 type wireEvent struct {
 	WorkerID *uint64      `json:"worker_id"`
 	DpRank   uint32       `json:"dp_rank"`
 	EventID  uint64       `json:"event_id"`
 	Medium   *string      `json:"medium"`
 	Tier     *string      `json:"tier"`
-	Stored   *storedData  `json:"stored"`
+	Stored   *wireStored  `json:"stored"`
 	Removed  *removedData `json:"removed"`
 	Cleared  *struct{}    `json:"cleared"`
 }
 
+// wireStored is storedData as decoded.
+type wireStored struct {
+	ParentHash *uint64     `json:"parent_hash"`
+	Blocks     []wireBlock `json:"blocks"`
+}
+
+// wireBlock is storedBlock as decoded: both hashes are required.
+type wireBlock struct {
+	BlockHash  *uint64 `json:"block_hash"`
+	TokensHash *uint64 `json:"tokens_hash"`
+}
+
+// stored checks a decoded stored payload (every block names both hashes) and converts it.
+func (w *wireStored) stored() (*storedData, error) {
+	if w == nil {
+		return nil, nil
+	}
+	out := &storedData{ParentHash: w.ParentHash, Blocks: make([]storedBlock, len(w.Blocks))}
+	for i, b := range w.Blocks {
+		switch {
+		case b.BlockHash == nil:
+			return nil, fmt.Errorf("stored block %d: block_hash is missing", i)
+		case b.TokensHash == nil:
+			return nil, fmt.Errorf("stored block %d: tokens_hash is missing", i)
+		}
+		out.Blocks[i] = storedBlock{BlockHash: *b.BlockHash, TokensHash: *b.TokensHash}
+	}
+	return out, nil
+}
+
 // decodeEvents reads one event object or a non-empty array of them; every event needs a
-// worker_id (null, {} and [] are refused).
+// worker_id and every stored block both of its hashes (null, {} and [] are refused).
 func decodeEvents(body []byte) ([]kvEvent, error) {
 	body = bytes.TrimSpace(body)
 	var wire []*wireEvent
@@ -102,8 +138,12 @@ func decodeEvents(body []byte) ([]kvEvent, error) {
 		if w.WorkerID == nil {
 			return nil, fmt.Errorf("event %d: worker_id is missing", i)
 		}
+		stored, err := w.Stored.stored()
+		if err != nil {
+			return nil, fmt.Errorf("event %d: worker %d event %d: %w", i, *w.WorkerID, w.EventID, err)
+		}
 		evs[i] = kvEvent{WorkerID: *w.WorkerID, DpRank: w.DpRank, EventID: w.EventID,
-			Medium: w.Medium, Tier: w.Tier, Stored: w.Stored, Removed: w.Removed, Cleared: w.Cleared}
+			Medium: w.Medium, Tier: w.Tier, Stored: stored, Removed: w.Removed, Cleared: w.Cleared}
 	}
 	return evs, nil
 }

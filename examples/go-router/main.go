@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -39,8 +40,10 @@ type options struct {
 	// not know.
 	unknownMedium string
 	maxBody       int64
-	limits        Limits
-	timeouts      timeouts
+	// maxInflight bounds the request bytes held at once across requests (-max-inflight-bytes).
+	maxInflight int64
+	limits      Limits
+	timeouts    timeouts
 	// nats is --nats mode: events come from the KVIDX_EVENTS stream (docs/replicas.md).
 	nats natsOptions
 }
@@ -64,6 +67,7 @@ func defaultOptions() options {
 		tierWeights:   DefaultTierWeights,
 		unknownMedium: "external",
 		maxBody:       8 << 20,
+		maxInflight:   256 << 20,
 		limits:        DefaultLimits(),
 		timeouts:      timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
 		nats:          defaultNATSOptions(),
@@ -71,32 +75,10 @@ func defaultOptions() options {
 }
 
 func main() {
-	o := defaultOptions()
-	flag.StringVar(&o.addr, "addr", o.addr, "listen address")
-	flag.StringVar(&o.backend, "backend", o.backend, "index backend: positional or radix")
-	flag.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
-	flag.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
-	flag.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
-	flag.Var(tierWeightsFlag{&o.tierWeights}, "tier-weights", "what a cached block is worth by its fastest tier: device,host,disk,external (each in [0, 1], non-increasing)")
-	flag.StringVar(&o.unknownMedium, "unknown-medium", o.unknownMedium, "storage tier of an event medium kvidx does not know: device, host, disk or external")
-	flag.Int64Var(&o.maxBody, "max-body", o.maxBody, "largest request body in bytes (larger: 413)")
-	flag.IntVar(&o.limits.MaxWorkers, "max-workers", o.limits.MaxWorkers, "workers (id, dp rank) known at once (beyond: 409)")
-	flag.IntVar(&o.limits.MaxNewWorkersPerRequest, "max-new-workers", o.limits.MaxNewWorkersPerRequest, "new workers one POST /events may register (beyond: 400)")
-	flag.IntVar(&o.limits.MaxRoutes, "max-routes", o.limits.MaxRoutes, "routed requests tracked as in flight (beyond: the oldest are forgotten; at least 64)")
-	flag.DurationVar(&o.limits.RouteTTL, "route-ttl", o.limits.RouteTTL, "a routed request not DELETEd within this no longer counts as load")
-	flag.DurationVar(&o.timeouts.readHeader, "read-header-timeout", o.timeouts.readHeader, "time to receive a request's header")
-	flag.DurationVar(&o.timeouts.read, "read-timeout", o.timeouts.read, "time to receive a whole request, body included")
-	flag.DurationVar(&o.timeouts.write, "write-timeout", o.timeouts.write, "time to handle a request and write its response")
-	flag.DurationVar(&o.timeouts.idle, "idle-timeout", o.timeouts.idle, "time a kept-alive connection may wait for its next request")
-	flag.StringVar(&o.nats.url, "nats", "", "NATS URL (e.g. nats://127.0.0.1:4222): consume engine batches from the KVIDX_EVENTS JetStream stream, snapshot to the KVIDX_SNAPSHOTS object store, POST /events off")
-	flag.Uint64Var(&o.nats.snapshotMsgs, "snapshot-msgs", o.nats.snapshotMsgs, "--nats: save a snapshot after this many stream messages")
-	flag.DurationVar(&o.nats.snapshotEvery, "snapshot-every", o.nats.snapshotEvery, "--nats: save a snapshot at least this often while messages arrive")
-	flag.IntVar(&o.nats.snapshotKeep, "snapshot-keep", o.nats.snapshotKeep, "--nats: newest snapshots kept in the bucket")
-	flag.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
-	flag.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
-	flag.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
-	flag.Parse()
-
+	o, exit, done := parseCommandLine(os.Args[1:], os.Stdout, os.Stderr)
+	if done {
+		os.Exit(exit)
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		log.Fatal(err)
@@ -125,6 +107,69 @@ func main() {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+}
+
+// usageHeader opens the usage text, above the flags.
+const usageHeader = `Usage: go-router [flags]
+
+An HTTP router over a kvidx index: engines' KV events come in on POST /events (or, with
+--nats, from the KVIDX_EVENTS JetStream stream), POST /route picks the worker with the best
+mix of cached prefix and load. Every flag takes one dash or two.
+
+Flags:
+`
+
+// parseCommandLine reads the flags in args. -h, -help and --help print the usage on stdout
+// (exit 0); a bad flag or a stray argument prints the error and the usage on stderr (exit 2).
+// done says the program must exit with exit instead of running.
+func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit int, done bool) {
+	o = defaultOptions()
+	fs := flag.NewFlagSet("go-router", flag.ContinueOnError)
+	fs.SetOutput(stderr) // the flag package's own messages (a bad flag's error)
+	fs.Usage = func() {} // printed below, on the right stream
+	fs.StringVar(&o.addr, "addr", o.addr, "listen address")
+	fs.StringVar(&o.backend, "backend", o.backend, "index backend: positional or radix")
+	fs.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
+	fs.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
+	fs.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
+	fs.Var(tierWeightsFlag{&o.tierWeights}, "tier-weights", "what a cached block is worth by its fastest tier: device,host,disk,external (each in [0, 1], non-increasing)")
+	fs.StringVar(&o.unknownMedium, "unknown-medium", o.unknownMedium, "storage tier of an event medium kvidx does not know: device, host, disk or external")
+	fs.Int64Var(&o.maxBody, "max-body", o.maxBody, "largest request body in bytes (larger: 413)")
+	fs.Int64Var(&o.maxInflight, "max-inflight-bytes", o.maxInflight, "request bytes held at once across requests: bodies being read and the ids decoded from them (beyond: 503 with Retry-After)")
+	fs.IntVar(&o.limits.MaxWorkers, "max-workers", o.limits.MaxWorkers, "workers (id, dp rank) known at once (beyond: 409)")
+	fs.IntVar(&o.limits.MaxNewWorkersPerRequest, "max-new-workers", o.limits.MaxNewWorkersPerRequest, "new workers one POST /events may register (beyond: 400)")
+	fs.IntVar(&o.limits.MaxRoutes, "max-routes", o.limits.MaxRoutes, "routed requests tracked as in flight (beyond: the oldest are forgotten; at least 64)")
+	fs.DurationVar(&o.limits.RouteTTL, "route-ttl", o.limits.RouteTTL, "a routed request not DELETEd within this no longer counts as load")
+	fs.DurationVar(&o.timeouts.readHeader, "read-header-timeout", o.timeouts.readHeader, "time to receive a request's header")
+	fs.DurationVar(&o.timeouts.read, "read-timeout", o.timeouts.read, "time to receive a whole request, body included")
+	fs.DurationVar(&o.timeouts.write, "write-timeout", o.timeouts.write, "time to handle a request and write its response")
+	fs.DurationVar(&o.timeouts.idle, "idle-timeout", o.timeouts.idle, "time a kept-alive connection may wait for its next request")
+	fs.StringVar(&o.nats.url, "nats", "", "NATS URL (e.g. nats://127.0.0.1:4222): consume engine batches from the KVIDX_EVENTS JetStream stream, snapshot to the KVIDX_SNAPSHOTS object store, POST /events off")
+	fs.Uint64Var(&o.nats.snapshotMsgs, "snapshot-msgs", o.nats.snapshotMsgs, "--nats: save a snapshot after this many stream messages")
+	fs.DurationVar(&o.nats.snapshotEvery, "snapshot-every", o.nats.snapshotEvery, "--nats: save a snapshot at least this often while messages arrive")
+	fs.IntVar(&o.nats.snapshotKeep, "snapshot-keep", o.nats.snapshotKeep, "--nats: newest snapshots kept in the bucket")
+	fs.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
+	fs.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
+	fs.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, usageHeader)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(stdout)
+		return o, 0, true
+	case err != nil:
+		usage(stderr)
+		return o, 2, true
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		usage(stderr)
+		return o, 2, true
+	}
+	return o, 0, false
 }
 
 // newServer builds the index, the router and the HTTP server for the options.
@@ -164,8 +209,8 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 	if o.blockSize == 0 || o.blockSize > 1<<20 {
 		return nil, nil, nil, errors.New("block size out of range")
 	}
-	if o.maxBody <= 0 {
-		return nil, nil, nil, errors.New("max body must be positive")
+	if o.maxBody <= 0 || o.maxInflight <= 0 {
+		return nil, nil, nil, errors.New("max body and max in-flight bytes must be positive")
 	}
 	unknownMedium, err := parseTier(o.unknownMedium)
 	if err != nil || unknownMedium == kvidx.TierAll {
@@ -187,7 +232,7 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 		_ = ix.Close()
 		return nil, nil, nil, err
 	}
-	api := newAPI(r, ix, uint32(o.blockSize), o.maxBody, unknownMedium)
+	api := newAPI(r, ix, uint32(o.blockSize), o.maxBody, o.maxInflight, unknownMedium)
 	srv := &http.Server{
 		Handler:           api.handler(),
 		ReadHeaderTimeout: t.readHeader,

@@ -58,7 +58,7 @@ type metrics struct {
 func newMetrics() *metrics { return &metrics{routeLatency: newHistogram()} }
 
 // write prints every metric in the Prometheus text exposition format.
-func (m *metrics) write(w io.Writer, s kvidx.Stats, r *Router) {
+func (m *metrics) write(w io.Writer, s kvidx.Stats, r *Router, b *byteBudget) {
 	inflight := r.InFlight() // expires old routes first
 	counter := func(name, help string, v uint64) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
@@ -79,5 +79,9 @@ func (m *metrics) write(w io.Writer, s kvidx.Stats, r *Router) {
 	gauge("router_in_flight_requests", "Requests routed and not yet done.", uint64(inflight))
 	counter("router_routes_expired_total", "Routed requests forgotten after the route TTL without DELETE.", r.expired.Load())
 	counter("router_routes_evicted_total", "Routed requests forgotten to stay within the tracked-route limit.", r.evicted.Load())
+	gauge("router_inflight_bytes", "Request bytes held now: bodies being read and ids decoded from them.", uint64(b.inUse.Load()))
+	gauge("router_inflight_bytes_peak", "The most request bytes ever held at once (at most router_inflight_bytes_limit).", uint64(b.peak.Load()))
+	gauge("router_inflight_bytes_limit", "The bound on request bytes held at once (-max-inflight-bytes).", uint64(b.limit))
+	counter("router_overloaded_requests_total", "Requests refused with status 503 because the in-flight byte bound was reached.", b.refused.Load())
 	m.routeLatency.write(w, "router_route_latency_seconds", "Time to pick a worker for a request.")
 }

@@ -25,7 +25,7 @@ func gatedReplica(t *testing.T, o natsOptions, created time.Time) (*replica, htt
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := newAPI(router, ix, e2eBlockSize, 1<<20, kvidx.TierExternal)
+	api := newAPI(router, ix, e2eBlockSize, 1<<20, 1<<24, kvidx.TierExternal)
 	r := &replica{o: o, router: router, streamCreated: created.UnixNano(), consumeFrom: time.Now()}
 	r.streamApplier = newStreamApplier(ix, func(k workerKey) { _, _ = router.Register([]workerKey{k}) })
 	t.Cleanup(r.resetFeeds)

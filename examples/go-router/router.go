@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,6 +175,12 @@ type Router struct {
 	expired  atomic.Uint64 // routes forgotten after RouteTTL
 	evicted  atomic.Uint64 // routes forgotten to stay within MaxRoutes
 	matches  sync.Pool     // *[]kvidx.TieredMatch scratch buffers
+	// workerLocks make the changes of one worker linearizable: registering it and applying
+	// its events (POST /events) happen under its stripe, and so does removing it
+	// (RemoveWorker), so the index and the candidates always agree on it.
+	workerLocks [workerLockStripes]sync.Mutex
+	// lockWaits counts the times lockWorkers or RemoveWorker found a stripe taken and waited.
+	lockWaits atomic.Uint64
 	// tierWeights is what one cached block is worth by its fastest storage tier (a block on
 	// the device saves its whole prefill, one in host memory a little less, ...).
 	tierWeights [kvidx.NumTiers]float64
@@ -266,6 +273,48 @@ func (r *Router) routeShard(id uint64) *routeShard { return &r.routes[id%numShar
 // Workers returns the number of workers known as routing candidates.
 func (r *Router) Workers() int { return int(r.nworkers.Load()) }
 
+// workerLockStripes is the number of worker lock stripes.
+const workerLockStripes = 256
+
+func workerStripe(id uint64) int { return int((id * 0x9E3779B97F4A7C15) >> 56) }
+
+// lockStripe takes one worker lock stripe, counting a wait when it is taken.
+func (r *Router) lockStripe(i int) {
+	if !r.workerLocks[i].TryLock() {
+		r.lockWaits.Add(1)
+		r.workerLocks[i].Lock()
+	}
+}
+
+// lockWorkers takes the locks of the workers ids (their stripes, in ascending order, so
+// concurrent callers never deadlock) and returns the function that releases them. Hold them
+// from checking or registering the workers to submitting their events, so that a concurrent
+// RemoveWorker comes wholly before or wholly after.
+func (r *Router) lockWorkers(ids []uint64) (unlock func()) {
+	stripes := make([]int, 0, len(ids))
+	for _, id := range ids {
+		stripes = append(stripes, workerStripe(id))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		r.lockStripe(i)
+	}
+	return func() {
+		for _, i := range slices.Backward(stripes) {
+			r.workerLocks[i].Unlock()
+		}
+	}
+}
+
+// known reports whether a worker is a routing candidate.
+func (r *Router) known(k workerKey) bool {
+	sh := r.workerShard(k.ID)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.find(k) != nil
+}
+
 // Register makes the given distinct workers routing candidates and returns those that were
 // new. It refuses (registering none) more than MaxNewWorkersPerRequest new workers, with
 // errTooManyNewWorkers, and going beyond MaxWorkers, with errWorkerLimit.
@@ -338,8 +387,11 @@ func (r *Router) unregister(keys []workerKey) {
 }
 
 // RemoveWorker forgets every rank of a worker, in the index and as a candidate, with the
-// requests routed to it.
+// requests routed to it. It holds the worker's lock (see lockWorkers) throughout.
 func (r *Router) RemoveWorker(id uint64) error {
+	i := workerStripe(id)
+	r.lockStripe(i)
+	defer r.workerLocks[i].Unlock()
 	if err := r.ix.RemoveWorker(id); err != nil {
 		return err
 	}

@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	kvidx "github.com/kvidx/kvidx/bindings/go"
 )
@@ -26,20 +24,8 @@ type testServer struct {
 
 func startServer(t *testing.T, o options) *testServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, ix, err := newServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		_ = ix.Close()
-	})
-	return &testServer{t: t, base: "http://" + ln.Addr().String(), client: &http.Client{Timeout: 10 * time.Second}}
+	s, _, _ := startAPI(t, o)
+	return s
 }
 
 // testOptions are the command-line defaults with synchronous events and 4-token blocks.

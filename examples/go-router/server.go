@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,8 @@ type server struct {
 	blockSize uint32
 	maxBody   int64
 	metrics   *metrics
+	// budget bounds the request bytes held at once (bodies being read, decoded ids).
+	budget *byteBudget
 	// unknownMedium is the storage tier of an event's medium that kvidx does not know.
 	unknownMedium kvidx.Tier
 	// applyGate lets ?wait=1 requests apply alone: others hold it shared while they submit
@@ -32,6 +35,9 @@ type server struct {
 	// replica, in --nats mode, feeds the index from the stream: POST /events and
 	// DELETE /workers are then refused (409) so replicas stay identical; GET /replica reports.
 	replica *replica
+	// beforeApply, when set (tests only), runs in POST /events between registering the
+	// request's workers and submitting its events, with the workers' locks held.
+	beforeApply func(workers []workerKey)
 }
 
 // routeRequest is the body of POST /route: token ids (hashed with the router's block size)
@@ -45,6 +51,9 @@ type routeRequest struct {
 // became of the request's events once applied.
 type eventsResponse struct {
 	Accepted int `json:"accepted"`
+	// Ignored counts the removed events about workers the router does not know (see kvEvent):
+	// not applied, and not in Accepted.
+	Ignored int `json:"ignored,omitempty"`
 	// Applied, Rejected (stored events whose parent the worker did not hold) and
 	// UnknownRemovals (removed block names the worker did not hold): ?wait=1 only.
 	Applied         *uint64 `json:"applied,omitempty"`
@@ -73,17 +82,19 @@ type errorResponse struct {
 // Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
 // 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
 // mode, POST /events and DELETE /workers: the index follows the stream only), 413 body larger
-// than maxBody, 503 no worker known yet (and, in --nats mode, with Retry-After: the replica
-// has not caught up with the stream yet, or the stream it follows was deleted or recreated).
+// than maxBody (or a /route body whose decoded ids alone need more than maxInflight bytes),
+// 503 no worker known yet, or (with Retry-After) the request's bytes do not fit in
+// maxInflight now, or, in --nats mode, the replica has not caught up with the stream yet
+// or the stream it follows was deleted or recreated.
 // unknownMedium is the storage tier of an event medium kvidx does not know.
-func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) http.Handler {
-	return newAPI(r, ix, blockSize, maxBody, unknownMedium).handler()
+func newHandler(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody, maxInflight int64, unknownMedium kvidx.Tier) http.Handler {
+	return newAPI(r, ix, blockSize, maxBody, maxInflight, unknownMedium).handler()
 }
 
 // newAPI returns the state of the router's HTTP API (see newHandler).
-func newAPI(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody int64, unknownMedium kvidx.Tier) *server {
+func newAPI(r *Router, ix *kvidx.Indexer, blockSize uint32, maxBody, maxInflight int64, unknownMedium kvidx.Tier) *server {
 	return &server{router: r, ix: ix, blockSize: blockSize, maxBody: maxBody, metrics: newMetrics(),
-		unknownMedium: unknownMedium}
+		unknownMedium: unknownMedium, budget: newByteBudget(maxInflight)}
 }
 
 // handler returns the HTTP API over s (see newHandler); in --nats mode GET /replica reports
@@ -97,7 +108,31 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.getMetrics)
 	mux.HandleFunc("GET /replica", s.getReplica)
 	mux.HandleFunc("/", s.unknown)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if msg := uncleanPath(req.URL.Path); msg != "" {
+			s.fail(w, http.StatusBadRequest, msg)
+			return
+		}
+		mux.ServeHTTP(w, req)
+	})
+}
+
+// uncleanPath says why a request path is refused before routing, or returns "": the mux would
+// answer a path with empty, "." or ".." segments with a redirect to its cleaned form, which a
+// client that follows redirects would execute on another resource (DELETE
+// /requests/../workers/3 becoming DELETE /workers/3). The API never redirects.
+func uncleanPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Sprintf("the path %q does not start with /", p)
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != p {
+		return fmt.Sprintf("the path %q is not clean (empty, . or .. segments): this API does not redirect", p)
+	}
+	return ""
 }
 
 // allowed is the method each route of the API takes, by path (ids replaced by {id}).
@@ -140,25 +175,64 @@ func (s *server) badRequest(w http.ResponseWriter, err error) {
 	s.fail(w, http.StatusBadRequest, err.Error())
 }
 
-// readBody reads the whole body, at most maxBody bytes; on failure it has answered (413 too
-// large, 408 too slow, 400 otherwise) and returns false.
-func (s *server) readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, s.maxBody))
-	if err == nil {
-		return body, true
+// readBody reads the whole body, at most maxBody bytes, its buffer counted in res; on failure
+// it has answered (see failRead) and returns false.
+func (s *server) readBody(w http.ResponseWriter, req *http.Request, res *reservation) ([]byte, bool) {
+	r := http.MaxBytesReader(w, req.Body, s.maxBody)
+	size := int64(4 << 10)
+	if cl := req.ContentLength; cl >= 0 {
+		size = min(cl, s.maxBody) + 1 // + 1: room to read the end without growing
 	}
+	if err := res.take(size); err != nil {
+		s.failRead(w, err)
+		return nil, false
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			grown := min(2*int64(cap(buf)), s.maxBody+1)
+			if err := res.take(grown); err != nil {
+				s.failRead(w, err)
+				return nil, false
+			}
+			next := make([]byte, len(buf), grown)
+			copy(next, buf)
+			res.give(int64(cap(buf)))
+			buf = next
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, true
+		case err != nil:
+			s.failRead(w, err)
+			return nil, false
+		}
+	}
+}
+
+// failRead answers the failure to read or decode a body: 413 too large (or needing more than
+// the whole in-flight budget), 503 with Retry-After when the in-flight budget is taken, 408
+// too slow, 400 otherwise.
+func (s *server) failRead(w http.ResponseWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &tooLarge):
 		s.metrics.tooLarge.Add(1)
 		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit))
+	case errors.Is(err, errNeedsTooMuch):
+		s.metrics.tooLarge.Add(1)
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%v (%d bytes)", err, s.budget.limit))
+	case errors.Is(err, errOverloaded):
+		w.Header().Set("Retry-After", "1")
+		s.fail(w, http.StatusServiceUnavailable, err.Error())
 	case errors.As(err, &netErr) && netErr.Timeout():
 		s.fail(w, http.StatusRequestTimeout, "the body was not received in time")
 	default:
-		s.fail(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		s.fail(w, http.StatusBadRequest, err.Error())
 	}
-	return nil, false
 }
 
 // errFromStream refuses index changes over HTTP in --nats mode.
@@ -169,7 +243,9 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 		s.fail(w, http.StatusConflict, errFromStream)
 		return
 	}
-	body, ok := s.readBody(w, req)
+	res := s.budget.reserve()
+	defer res.release()
+	body, ok := s.readBody(w, req, res)
 	if !ok {
 		return
 	}
@@ -182,7 +258,7 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 	tiers := make([]kvidx.Tier, len(raw))
 	tiered := false // some event names its tier: apply with ApplyEventsOnTiers
 	var keys []workerKey
-	seen := map[workerKey]bool{}
+	announced := map[workerKey]bool{} // the worker has a stored or cleared event here
 	for i := range raw {
 		if evs[i], err = raw[i].toIndexEvent(); err != nil {
 			s.badRequest(w, fmt.Errorf("event %d: %w", i, err))
@@ -194,64 +270,46 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		tiered = tiered || named
-		if k := (workerKey{raw[i].WorkerID, raw[i].DpRank}); !seen[k] {
-			seen[k] = true
+		k := workerKey{raw[i].WorkerID, raw[i].DpRank}
+		if _, seen := announced[k]; !seen {
 			keys = append(keys, k)
 		}
+		announced[k] = announced[k] || raw[i].Removed == nil
 	}
-	added, err := s.router.Register(keys)
+	// applyGate is taken before the workers' locks (registerAndApply), in both modes.
+	wait := req.URL.Query().Get("wait") == "1"
+	var before kvidx.Stats
+	if wait {
+		s.applyGate.Lock()
+		defer s.applyGate.Unlock()
+		if before, err = s.flushedStats(); err != nil {
+			s.fail(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	} else {
+		s.applyGate.RLock()
+	}
+	ignored, err := s.registerAndApply(keys, announced, evs, tiers, tiered)
+	if !wait {
+		s.applyGate.RUnlock()
+	}
 	switch {
-	case errors.Is(err, errTooManyNewWorkers):
+	case errors.Is(err, errTooManyNewWorkers), errors.Is(err, kvidx.ErrInvalidArgument):
 		s.badRequest(w, err)
 		return
 	case errors.Is(err, errWorkerLimit):
 		s.fail(w, http.StatusConflict, err.Error())
 		return
-	}
-	s.metrics.eventsReceived.Add(uint64(len(evs)))
-	apply := func() error {
-		if tiered {
-			return s.ix.ApplyEventsOnTiers(evs, tiers)
-		}
-		return s.ix.ApplyEvents(evs)
-	}
-	wait := req.URL.Query().Get("wait") == "1"
-	var before, after kvidx.Stats
-	if wait {
-		s.applyGate.Lock()
-		defer s.applyGate.Unlock()
-		err = s.ix.Flush()
-		if err == nil {
-			before, err = s.ix.Stats()
-		}
-		if err != nil {
-			s.fail(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		err = apply()
-	} else {
-		s.applyGate.RLock()
-		err = apply()
-		s.applyGate.RUnlock()
-	}
-	switch {
 	case errors.Is(err, kvidx.ErrParentNotFound):
 		// Synchronous mode: the rejected events are counted in the index's stats; the rest
 		// applied.
-	case errors.Is(err, kvidx.ErrInvalidArgument):
-		s.router.unregister(added) // nothing of the request was applied
-		s.badRequest(w, err)
-		return
 	case err != nil:
 		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	resp := eventsResponse{Accepted: len(evs)}
+	resp := eventsResponse{Accepted: len(evs) - ignored, Ignored: ignored}
 	if wait {
-		err = s.ix.Flush()
-		if err == nil {
-			after, err = s.ix.Stats()
-		}
+		after, err := s.flushedStats()
 		if err != nil {
 			s.fail(w, http.StatusInternalServerError, err.Error())
 			return
@@ -264,6 +322,68 @@ func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, resp)
 }
 
+// flushedStats returns the index's counters once every event accepted so far is applied.
+func (s *server) flushedStats() (kvidx.Stats, error) {
+	if err := s.ix.Flush(); err != nil {
+		return kvidx.Stats{}, err
+	}
+	return s.ix.Stats()
+}
+
+// registerAndApply registers the workers of a request's events and submits the events, under
+// the workers' locks (Router.lockWorkers), so that a concurrent DELETE /workers/{id} of one of
+// them takes effect wholly before (the events register it again) or wholly after (it is
+// removed with them), never in between. Events of a worker that is not known and not
+// announced (only removed events) are dropped and counted in ignored. The caller holds
+// applyGate (shared, or exclusively for ?wait=1).
+func (s *server) registerAndApply(keys []workerKey, announced map[workerKey]bool, evs []kvidx.Event,
+	tiers []kvidx.Tier, tiered bool) (ignored int, err error) {
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	unlock := s.router.lockWorkers(ids)
+	defer unlock()
+	register := keys[:0:0]
+	skip := map[workerKey]bool{}
+	for _, k := range keys {
+		if announced[k] || s.router.known(k) {
+			register = append(register, k)
+		} else {
+			skip[k] = true
+		}
+	}
+	if len(skip) > 0 {
+		kept := 0
+		for i, ev := range evs {
+			if !skip[workerKey{ev.WorkerID, ev.DpRank}] {
+				evs[kept], tiers[kept] = ev, tiers[i]
+				kept++
+			}
+		}
+		ignored, evs, tiers = len(evs)-kept, evs[:kept], tiers[:kept]
+	}
+	added, err := s.router.Register(register)
+	if err != nil {
+		return 0, err
+	}
+	if s.beforeApply != nil {
+		s.beforeApply(register)
+	}
+	s.metrics.eventsReceived.Add(uint64(len(evs)))
+	switch {
+	case len(evs) == 0:
+	case tiered:
+		err = s.ix.ApplyEventsOnTiers(evs, tiers)
+	default:
+		err = s.ix.ApplyEvents(evs)
+	}
+	if errors.Is(err, kvidx.ErrInvalidArgument) {
+		s.router.unregister(added) // nothing of the request was applied
+	}
+	return ignored, err
+}
+
 func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	if s.replica != nil {
@@ -272,20 +392,25 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	body, ok := s.readBody(w, req)
-	if !ok {
+	res := s.budget.reserve()
+	defer res.release()
+	body, err := decodeRouteBody(http.MaxBytesReader(w, req.Body, s.maxBody), res)
+	if err != nil {
+		s.failRead(w, err)
 		return
 	}
-	var rr *routeRequest
-	err := strictUnmarshal(body, &rr)
+	defer body.done()
+	rr := body.req
 	switch {
-	case err != nil:
 	case rr == nil || (rr.TokenIDs == nil && rr.LocalHashes == nil):
 		err = errors.New("give token_ids or local_hashes")
 	case rr.TokenIDs != nil && rr.LocalHashes != nil:
 		err = errors.New("give token_ids or local_hashes, not both")
 	case len(rr.TokenIDs) == 0 && len(rr.LocalHashes) == 0:
 		err = errors.New("the request is empty: no tokens or block hashes")
+	case len(rr.TokenIDs) > 0 && len(rr.TokenIDs) < int(s.blockSize):
+		err = fmt.Errorf("token_ids: %d tokens make no full block of %d (a partial block is never cached)",
+			len(rr.TokenIDs), s.blockSize)
 	}
 	if err != nil {
 		s.badRequest(w, err)
@@ -293,6 +418,10 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	}
 	q := rr.LocalHashes
 	if rr.TokenIDs != nil {
+		if err := res.take(int64(len(rr.TokenIDs)/int(s.blockSize)) * 8); err != nil {
+			s.failRead(w, err)
+			return
+		}
 		if q, err = kvidx.HashTokens(rr.TokenIDs, s.blockSize); err != nil {
 			s.badRequest(w, err)
 			return
@@ -358,7 +487,7 @@ func (s *server) getMetrics(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.write(w, st, s.router)
+	s.metrics.write(w, st, s.router, s.budget)
 	if s.replica != nil {
 		s.replica.writeMetrics(w)
 	}
