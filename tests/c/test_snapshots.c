@@ -1,8 +1,10 @@
 /* Offset batches, watermarks and snapshots through the C ABI (KVIDX_HAS_SNAPSHOTS):
  * round trips through callbacks and files into every mode, bad input (truncated, corrupted,
  * foreign, newer version) is KVIDX_ERR_MALFORMED and leaves the indexer empty and usable,
- * failing callbacks and files are KVIDX_ERR_IO, batches at or below a watermark are skipped. */
+ * failing callbacks and files are KVIDX_ERR_IO, batches at or below a watermark are skipped,
+ * and a long chain is built, snapshotted, restored and freed on a small stack. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +418,49 @@ static void engine_batches_at_offsets_are_one_unit(void) {
     free(store);
 }
 
+/* A chain far longer than a small stack survives one frame per block of: built, snapshotted,
+ * restored and freed on a thread with a 64 KiB stack, in every mode. */
+#define LONG_CHAIN (1u << 18)
+#define EVENT_BLOCKS 4096u
+#define SMALL_STACK (64u << 10)
+
+static void *long_chain_on_a_small_stack(void *arg) {
+    const mode *m = (const mode *)arg;
+    kvidx_block *blocks = (kvidx_block *)malloc(EVENT_BLOCKS * sizeof *blocks);
+    REQUIRE(blocks != NULL);
+    kvidx_indexer *ix = make_indexer(m);
+    for (uint64_t first = 0; first < LONG_CHAIN; first += EVENT_BLOCKS) {
+        chain(blocks, EVENT_BLOCKS, first + 1);
+        kvidx_event e = first == 0 ? stored(1, 0, blocks, EVENT_BLOCKS)
+                                   : stored_after(1, 0, first * 1000u, blocks, EVENT_BLOCKS);
+        CHECK_EQ(kvidx_apply_event(ix, &e), KVIDX_OK);
+    }
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(stats_of(ix).worker_blocks, LONG_CHAIN);
+    buffer b = empty_buffer();
+    CHECK_EQ(kvidx_snapshot_write(ix, sink, &b, NULL), KVIDX_OK);
+    kvidx_free(ix);
+    kvidx_indexer *restored = make_indexer(m);
+    CHECK_EQ(kvidx_snapshot_restore(restored, source, &b, NULL), KVIDX_OK);
+    CHECK_EQ(stats_of(restored).worker_blocks, LONG_CHAIN);
+    kvidx_free(restored);
+    free(b.data);
+    free(blocks);
+    return NULL;
+}
+
+static void a_long_chain_is_freed_on_a_small_stack(void) {
+    for (size_t i = 0; i < NUM_MODES; i++) {
+        pthread_attr_t attr;
+        REQUIRE(pthread_attr_init(&attr) == 0);
+        REQUIRE(pthread_attr_setstacksize(&attr, SMALL_STACK) == 0);
+        pthread_t thread;
+        REQUIRE(pthread_create(&thread, &attr, long_chain_on_a_small_stack, (void *)&MODES[i]) == 0);
+        REQUIRE(pthread_join(thread, NULL) == 0);
+        pthread_attr_destroy(&attr);
+    }
+}
+
 int main(void) {
     RUN(round_trip_through_callbacks);
     RUN(round_trip_through_files);
@@ -423,5 +468,6 @@ int main(void) {
     RUN(failing_callbacks_and_files_are_io_errors);
     RUN(offset_batches_are_skipped_at_or_below_the_watermark);
     RUN(engine_batches_at_offsets_are_one_unit);
+    RUN(a_long_chain_is_freed_on_a_small_stack);
     return finish("test_snapshots");
 }
