@@ -18,7 +18,11 @@ fn chain_len() -> u64 {
     std::env::var("KVIDX_DEEP_CHAIN")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 1 << 16 } else { 1 << 20 })
+        .unwrap_or(if cfg!(debug_assertions) {
+            1 << 16
+        } else {
+            1 << 20
+        })
 }
 
 const WORKER: Worker = Worker {
@@ -40,7 +44,9 @@ fn store_chain(ix: &Indexer, len: u64) {
     while first < len {
         let last = (first + EVENT_BLOCKS).min(len);
         let parent = (first > 0).then(|| name(first - 1));
-        let blocks = (first..last).map(|p| Block::new(local(p), name(p))).collect();
+        let blocks = (first..last)
+            .map(|p| Block::new(local(p), name(p)))
+            .collect();
         ix.apply_event(Event::stored(WORKER, first, parent, blocks))
             .unwrap();
         first = last;
@@ -105,7 +111,11 @@ fn drive(name_of: &str, config: Config, len: u64) {
         for backend in [BackendKind::Positional, BackendKind::Radix] {
             let restored = Indexer::new(Config { backend, ..config }).unwrap();
             restored.restore_snapshot(bytes.as_slice()).unwrap();
-            assert_eq!(depth(&restored, &q), full, "{name_of}: restored {backend:?}");
+            assert_eq!(
+                depth(&restored, &q),
+                full,
+                "{name_of}: restored {backend:?}"
+            );
             drop(restored);
         }
     }
