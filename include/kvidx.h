@@ -883,7 +883,14 @@ enum kvidx_status kvidx_find_matches_tiered(const struct kvidx_indexer *indexer,
 /**
  * Writes to `*out` a weighted hit score of one tiered match: each block of its prefix
  * counts the weight of the fastest tier it is on (`weights[t]` for `kvidx_tier` `t`; e.g.
- * `{1.0, 0.8, 0.5, 0.2}`). Routers compare workers by it.
+ * `{1.0, 0.8, 0.5, 0.2}`). Routers compare workers by it. Weights are any finite numbers
+ * (a negative one counts a tier's blocks against the worker); the score is always finite.
+ *
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` (nothing written) when the match's fields contradict
+ * each other (`tier_depths` decrease from device to external, or
+ * `tier_depths[KVIDX_TIER_EXTERNAL] != depth`), when a weight is NaN or infinite, or when
+ * the weights are too large for a finite score; `KVIDX_ERR_NULL_POINTER` for a NULL
+ * argument.
  *
  * # Safety
  * `tiered_match` is NULL or readable; `weights` is NULL or readable for 4 entries; `out` is
@@ -1278,8 +1285,10 @@ enum kvidx_status kvidx_snapshot_write(const struct kvidx_indexer *indexer,
  * snapshot's totals.
  *
  * Returns `KVIDX_ERR_MALFORMED` for input that is not a valid snapshot (truncated, corrupted,
- * foreign, a newer format version) and `KVIDX_ERR_IO` when the source returns nonzero: either
- * way the indexer is left empty and usable. `KVIDX_ERR_INVALID_ARGUMENT` also when a
+ * foreign, a newer format version, a section claiming more than it holds) and `KVIDX_ERR_IO`
+ * only when the source returns nonzero: either way the indexer is left empty and usable.
+ * Memory: the index it builds plus a constant; what the input claims is never read ahead or
+ * allocated. `KVIDX_ERR_INVALID_ARGUMENT` also when a
  * positional snapshot with orphans known only by identity is restored into the radix backend
  * (docs/snapshots.md).
  *

@@ -149,7 +149,14 @@ pub unsafe extern "C" fn kvidx_find_matches_tiered(
 
 /// Writes to `*out` a weighted hit score of one tiered match: each block of its prefix
 /// counts the weight of the fastest tier it is on (`weights[t]` for `kvidx_tier` `t`; e.g.
-/// `{1.0, 0.8, 0.5, 0.2}`). Routers compare workers by it.
+/// `{1.0, 0.8, 0.5, 0.2}`). Routers compare workers by it. Weights are any finite numbers
+/// (a negative one counts a tier's blocks against the worker); the score is always finite.
+///
+/// Returns `KVIDX_ERR_INVALID_ARGUMENT` (nothing written) when the match's fields contradict
+/// each other (`tier_depths` decrease from device to external, or
+/// `tier_depths[KVIDX_TIER_EXTERNAL] != depth`), when a weight is NaN or infinite, or when
+/// the weights are too large for a finite score; `KVIDX_ERR_NULL_POINTER` for a NULL
+/// argument.
 ///
 /// # Safety
 /// `tiered_match` is NULL or readable; `weights` is NULL or readable for 4 entries; `out` is
@@ -176,7 +183,8 @@ pub unsafe extern "C" fn kvidx_tiered_score(
             depth: m.depth,
             tier_depths: m.tier_depths,
         }
-        .score(&weights);
+        .score(&weights)
+        .map_err(c_convert::status_of)?;
         // SAFETY: non-NULL and aligned (checked); the caller guarantees it is writable.
         unsafe { out.write(score) };
         Ok(())

@@ -177,8 +177,10 @@ pub unsafe extern "C" fn kvidx_snapshot_write(
 /// snapshot's totals.
 ///
 /// Returns `KVIDX_ERR_MALFORMED` for input that is not a valid snapshot (truncated, corrupted,
-/// foreign, a newer format version) and `KVIDX_ERR_IO` when the source returns nonzero: either
-/// way the indexer is left empty and usable. `KVIDX_ERR_INVALID_ARGUMENT` also when a
+/// foreign, a newer format version, a section claiming more than it holds) and `KVIDX_ERR_IO`
+/// only when the source returns nonzero: either way the indexer is left empty and usable.
+/// Memory: the index it builds plus a constant; what the input claims is never read ahead or
+/// allocated. `KVIDX_ERR_INVALID_ARGUMENT` also when a
 /// positional snapshot with orphans known only by identity is restored into the radix backend
 /// (docs/snapshots.md).
 ///

@@ -90,7 +90,10 @@ func (m TieredMatch) BlocksOn(t Tier) uint32 {
 
 // Score is a weighted hit score: each block of the matched prefix counts weights[t] for the
 // fastest tier t it is on (e.g. {1, 0.8, 0.5, 0.2}: a block in host memory is worth 80% of
-// one on the device). It is computed in Go and equals the C kvidx_tiered_score.
+// one on the device). It is computed in Go and equals the C kvidx_tiered_score wherever that
+// succeeds: for a match whose fields agree (tier depths that never decrease, the last one equal
+// to Depth, as every lookup reports them) and weights giving a finite score; the C function
+// refuses the others with ErrInvalidArgument.
 func (m TieredMatch) Score(weights [NumTiers]float64) float64 {
 	var s float64
 	for t := Tier(0); t < NumTiers; t++ {

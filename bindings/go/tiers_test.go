@@ -15,6 +15,17 @@ func tm(worker uint64, rank, depth uint32, tiers ...uint32) TieredMatch {
 	return m
 }
 
+// consistent says whether m's fields agree as a lookup reports them: tier depths that never
+// decrease, the last one equal to the depth.
+func consistent(m TieredMatch) bool {
+	for t := 1; t < NumTiers; t++ {
+		if m.TierDepths[t] < m.TierDepths[t-1] {
+			return false
+		}
+	}
+	return m.TierDepths[NumTiers-1] == m.Depth
+}
+
 func mustFindTiered(t testing.TB, ix *Indexer, q []uint64) []TieredMatch {
 	t.Helper()
 	got, err := ix.FindMatchesTiered(q)
@@ -200,21 +211,32 @@ func TestTieredScoreEqualsTheLibrary(t *testing.T) {
 		tm(3, 0, 9, 0, 0, 0, 9),
 		tm(4, 0, 1000, 10, 200, 999, 1000),
 		tm(5, 0, 0),
-		// Not a library answer (depths decrease): each tier still counts no negative blocks.
+		// Not a library answer (depths decrease): the library refuses it.
 		tm(6, 0, 5, 5, 2, 4, 5),
+		// Not a library answer either (the last tier depth is not the depth).
+		tm(8, 0, 5, 1, 2, 3, 4),
 		tm(7, 0, math.MaxUint32, math.MaxUint32/3, math.MaxUint32/2, math.MaxUint32/2, math.MaxUint32),
 	}
 	weights := [][NumTiers]float64{
 		{1, 0.8, 0.5, 0.2}, {1, 1, 1, 1}, {0, 0, 0, 0}, {1, 0, 0, 0}, {0.3, 0.1, 0.7, 1e-9},
-		{-1, 2.5, math.Pi, 1e300},
+		{-1, 2.5, math.Pi, 1e300}, {math.NaN(), 1, 1, 1}, {1, 1, 1, math.Inf(-1)},
 	}
 	for _, m := range matches {
 		for _, w := range weights {
 			c, st := libTieredScore(&m, &w)
+			g := m.Score(w)
+			if !consistent(m) || math.IsNaN(g) || math.IsInf(g, 0) {
+				// Contradictory fields, or weights without a finite score: refused.
+				if st != StatusInvalidArgument {
+					t.Errorf("kvidx_tiered_score(%v, %v) = %v, %v; want %v", m, w, c, st,
+						StatusInvalidArgument)
+				}
+				continue
+			}
 			if st != StatusOK {
 				t.Fatalf("kvidx_tiered_score(%v, %v): %v", m, w, st)
 			}
-			if g := m.Score(w); g != c {
+			if g != c {
 				t.Errorf("Score(%v, %v) = %v, library %v", m, w, g, c)
 			}
 		}

@@ -299,7 +299,9 @@ impl Indexer {
     /// [`Error::Malformed`]; a failing reader is [`Error::Io`]; either way the indexer is left
     /// empty and usable. A positional snapshot with orphans known only by identity cannot be
     /// restored into the radix backend ([`Error::InvalidArgument`], nothing restored). Apply
-    /// no event while a restore runs (queries are fine).
+    /// no event while a restore runs (queries are fine). Memory: the index it builds, one
+    /// section's decoded records and a constant; the lengths and counts the input claims are
+    /// never read ahead or allocated (docs/snapshots.md).
     pub fn restore_snapshot(&self, r: impl std::io::Read) -> Result<SnapshotInfo, Error> {
         let hooks = self.snapshot_hooks()?;
         self.flush()?;

@@ -3,6 +3,8 @@
 //! Nothing here has logic beyond construction helpers; the semantics live in
 //! [`crate::reference`] (the oracle) and the backends in [`crate::index`].
 
+use crate::Error;
+
 /// A worker: one inference engine instance and its data-parallel rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Worker {
@@ -350,13 +352,41 @@ impl TieredMatch {
         self.tier_depths[t].saturating_sub(below)
     }
 
+    /// Whether the fields agree as a tiered lookup reports them (docs/contract.md section
+    /// 1.3): the tier depths never decrease from device to external, and the last one is
+    /// `depth`. (All zero, "no match", agrees too.)
+    pub fn is_consistent(&self) -> bool {
+        self.tier_depths.windows(2).all(|pair| pair[0] <= pair[1])
+            && self.tier_depths[TIERS - 1] == self.depth
+    }
+
     /// A weighted hit score: each block of the prefix counts the weight of its fastest tier
     /// (e.g. `[1.0, 0.8, 0.5, 0.2]`: a block in host memory is worth 80% of one on the GPU).
-    pub fn score(&self, weights: &[f64; TIERS]) -> f64 {
-        Tier::ALL
+    /// Weights are any finite numbers; a negative one counts a tier's blocks against the
+    /// worker.
+    ///
+    /// Errors ([`Error::InvalidArgument`]): a match that is not [consistent](
+    /// Self::is_consistent), a weight that is NaN or infinite, or weights so large that the
+    /// score is not a finite number. The score returned is always finite.
+    pub fn score(&self, weights: &[f64; TIERS]) -> Result<f64, Error> {
+        if !self.is_consistent() {
+            return Err(Error::InvalidArgument(
+                "a tiered match's tier depths decrease or end elsewhere than its depth",
+            ));
+        }
+        if weights.iter().any(|w| !w.is_finite()) {
+            return Err(Error::InvalidArgument("a tier weight is NaN or infinite"));
+        }
+        let score: f64 = Tier::ALL
             .iter()
             .map(|&tier| weights[tier.index()] * f64::from(self.blocks_on(tier)))
-            .sum()
+            .sum();
+        if !score.is_finite() {
+            return Err(Error::InvalidArgument(
+                "the tier weights are too large for a finite score",
+            ));
+        }
+        Ok(score)
     }
 }
 

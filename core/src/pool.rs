@@ -103,6 +103,12 @@ impl Bound {
         }
     }
 
+    /// Senders waiting for room.
+    #[cfg(test)]
+    fn waiters(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
     /// Writes and bytes in use.
     #[cfg(test)]
     fn usage(&self) -> (usize, usize) {
@@ -296,7 +302,6 @@ mod tests {
     use super::*;
     use crate::index::Backend;
     use crate::model::{Block, Event, EventData, Match, Outcome, Worker};
-    use std::time::Duration;
 
     /// A backend with a bug: it panics on every Cleared event, and it can be held still.
     #[derive(Default)]
@@ -378,9 +383,20 @@ mod tests {
         };
         let small = sender(100);
         let huge = sender(100_000);
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(usage(&pool).0, 3, "both senders wait for room");
+        // Until both senders wait for room, neither may get in. (The gate is opened before
+        // any assertion: a failure must not leave the event thread blocked at the join.)
+        let mut seen = usage(&pool);
+        while seen == (3, 3 * one) && pool.queues[0].bound.waiters() < 2 {
+            std::thread::yield_now();
+            seen = usage(&pool);
+        }
+        let waiting = usage(&pool);
         drop(closed);
+        assert_eq!(
+            (seen, waiting),
+            ((3, 3 * one), (3, 3 * one)),
+            "both senders wait for room"
+        );
         small.join().unwrap().unwrap();
         huge.join().unwrap().unwrap();
         pool.flush().unwrap();

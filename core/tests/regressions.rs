@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use kvidx::{Tier, Worker};
+use kvidx::{Error, Tier, TieredMatch, Worker};
 
 /// A long chain of locals with repeats, so that jumps and Multi entries both matter.
 fn long_locals(len: usize) -> Vec<u64> {
@@ -340,6 +340,68 @@ fn cleared_and_removed_workers_drop_every_tier() {
         remove_worker(1),
     ];
     expect_tiered_everywhere(&ops, &[1], &[]);
+}
+
+#[test]
+fn a_tiered_score_weighs_each_block_by_its_fastest_tier_and_refuses_contradictions() {
+    let m = |depth, tier_depths| TieredMatch {
+        worker_id: 1,
+        dp_rank: 0,
+        depth,
+        tier_depths,
+    };
+    let weights = [1.0, 0.8, 0.5, 0.2];
+    // The contract's example: A B on the GPU, C and D in host memory, D also on disk.
+    assert_eq!(
+        m(4, [2, 4, 4, 4]).score(&weights),
+        Ok(2.0 * 1.0 + 2.0 * 0.8)
+    );
+    assert_eq!(m(0, [0; 4]).score(&weights), Ok(0.0), "no match scores 0");
+    // Negative weights are finite weights: a tier's blocks count against the worker.
+    assert_eq!(m(3, [1, 1, 3, 3]).score(&[1.0, 0.0, -0.5, 0.0]), Ok(0.0));
+    let invalid =
+        |m: TieredMatch, w: [f64; 4]| matches!(m.score(&w), Err(Error::InvalidArgument(_)));
+    // Tier depths that decrease, or end elsewhere than the depth.
+    for (depth, tier_depths) in [
+        (4, [4, 2, 4, 4]),
+        (5, [5, 2, 4, 5]),
+        (4, [1, 2, 3, 5]),
+        (4, [1, 2, 3, 3]),
+        (0, [0, 0, 0, 1]),
+        (1, [0, 0, 0, 0]),
+    ] {
+        let bad = m(depth, tier_depths);
+        assert!(!bad.is_consistent(), "{bad:?}");
+        assert!(invalid(bad, weights), "{bad:?}");
+    }
+    // Weights that are not finite, or too large for a finite score.
+    let good = m(4, [2, 2, 2, 4]);
+    for w in [
+        [f64::NAN, 0.8, 0.5, 0.2],
+        [1.0, 0.8, 0.5, f64::INFINITY],
+        [1.0, f64::NEG_INFINITY, 0.5, 0.2],
+        [f64::MAX, 0.0, 0.0, f64::MAX],
+        [f64::MAX, 0.0, 0.0, -f64::MAX],
+    ] {
+        assert!(invalid(good, w), "{w:?}");
+    }
+    // Every answer a lookup gives scores.
+    let ops = [
+        stored(W0, None, &[(1, 10), (2, 11)]),
+        stored_on(W0, Some(11), &[(3, 12)], Tier::Host),
+        stored_on(W1, None, &[(1, 20), (2, 21), (3, 22)], Tier::Disk),
+    ];
+    for (name, config) in configs() {
+        let mut run = Lockstep::new(&name, config);
+        for op in &ops {
+            run.run(op);
+        }
+        run.indexer.flush().unwrap();
+        for answer in run.indexer.find_matches_tiered(&[1, 2, 3]) {
+            assert!(answer.is_consistent(), "{name}: {answer:?}");
+            assert!(answer.score(&weights).is_ok(), "{name}: {answer:?}");
+        }
+    }
 }
 
 /// `apply_events` applies consecutive events of one worker as one change: the answers, the

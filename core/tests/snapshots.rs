@@ -22,6 +22,7 @@ use kvidx::{
     BackendKind, BatchOutcome, Block, Config, Error, Event, EventData, Indexer, Worker, Write,
 };
 use proptest::prelude::*;
+use std::sync::mpsc;
 
 fn cases() -> u32 {
     std::env::var("KVIDX_PROPTEST_CASES")
@@ -515,49 +516,97 @@ fn as_events(worker: Worker, data: &[EventData]) -> Vec<Event> {
         .collect()
 }
 
+/// A snapshot's destination that pauses the snapshot once a worker's section has reached it
+/// (that worker is taken): it says so on `paused`, then waits for `resume`.
+struct PausingSink {
+    bytes: Vec<u8>,
+    paused: Option<mpsc::Sender<()>>,
+    resume: mpsc::Receiver<()>,
+}
+
+/// Bytes of a snapshot's header: what reaches the sink before the first section.
+const HEADER_BYTES: usize = 16;
+
+impl std::io::Write for PausingSink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + data.len() > HEADER_BYTES {
+            if let Some(paused) = self.paused.take() {
+                paused.send(()).unwrap();
+                // An error: the writes ended without resuming; the overlap check reports it.
+                let _ = self.resume.recv();
+            }
+        }
+        self.bytes.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
 fn a_snapshot_written_during_writes_holds_each_worker_at_its_watermark() {
     for (name, cfg) in configs() {
-        let mut mid_stream = 0;
         for round in 0..4u64 {
+            let what = format!("{name}, round {round}");
             let batches = concurrent_batches(3000, round * 7 + 1);
+            let before = 200 + 300 * round as usize;
             let ix = std::sync::Arc::new(Indexer::new(cfg).unwrap());
+            let (applied_tx, applied) = mpsc::channel();
+            let (paused_tx, paused) = mpsc::channel();
+            let (resume, resume_rx) = mpsc::channel();
+            // The first batches, then (once the snapshot has taken a worker and waits) the rest.
             let writer = {
                 let ix = std::sync::Arc::clone(&ix);
                 let batches = batches.clone();
                 std::thread::spawn(move || {
                     for (at, (w, data)) in batches.iter().enumerate() {
+                        if at == before {
+                            ix.flush().unwrap();
+                            applied_tx.send(()).unwrap();
+                            // An error: the snapshot never paused; the overlap check reports it.
+                            let _ = paused.recv();
+                        }
                         ix.apply_batch_at(*w, at as u64 + 1, as_events(*w, data))
                             .unwrap();
                     }
+                    ix.flush().unwrap();
+                    let _ = resume.send(());
                 })
             };
-            // Wait until some batches went in, then snapshot while the rest are applied.
-            while ix.replica_stats().batches_applied < 200 + 300 * round {
-                std::thread::yield_now();
-            }
-            let mut bytes = Vec::new();
-            let info = ix.write_snapshot(&mut bytes).unwrap();
+            applied.recv().unwrap();
+            let mut sink = PausingSink {
+                bytes: Vec::new(),
+                paused: Some(paused_tx),
+                resume: resume_rx,
+            };
+            ix.write_snapshot(&mut sink).unwrap();
+            let bytes = std::mem::take(&mut sink.bytes);
+            drop(sink);
             writer.join().unwrap();
-            if info.max_watermark < batches.len() as u64 {
-                mid_stream += 1; // the last batch was applied after the snapshot
-            }
             let restored = Indexer::new(config(BackendKind::Positional, 0, 2)).unwrap();
             restored.restore_snapshot(bytes.as_slice()).unwrap();
             // The expected state: every worker's batches at or below its watermark.
             let model = reference_indexer();
+            let mut last_offset = std::collections::HashMap::new();
             for (at, (w, data)) in batches.iter().enumerate() {
                 let offset = at as u64 + 1;
+                last_offset.insert(*w, offset);
                 if restored.watermark(*w).is_some_and(|wm| offset <= wm) {
                     model
                         .apply_batch_at(*w, offset, as_events(*w, data))
                         .unwrap();
                 }
             }
-            assert_same(&restored, &model, &format!("{name}, round {round}"));
-            let total = restored.stats().workers;
-            assert!(total > 0, "{name}: the snapshot caught some workers");
+            assert_same(&restored, &model, &what);
+            assert!(restored.stats().workers > 0, "{what}: no worker restored");
+            // The worker taken before the pause got batches after its section: the snapshot
+            // holds it at a watermark below its last one.
+            let overlapped = last_offset
+                .iter()
+                .any(|(w, &last)| restored.watermark(*w).is_some_and(|wm| wm < last));
+            assert!(overlapped, "{what}: no worker was taken mid-stream");
         }
-        assert!(mid_stream > 0, "{name}: no snapshot overlapped the writes");
     }
 }

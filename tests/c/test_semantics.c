@@ -1,5 +1,7 @@
 /* The contract's semantics seen through the C ABI, in every mode (both backends, sync and
  * pooled): holes, missing parents, replacement, ordering, removal, and the stats rules. */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -323,6 +325,43 @@ FOR_EVERY_MODE(removal_is_ordered)
 FOR_EVERY_MODE(free_with_queued_events)
 FOR_EVERY_MODE(tiers)
 
+/* kvidx_tiered_score refuses a match whose fields contradict each other and weights that do
+ * not give a finite score, writing nothing; negative finite weights are fine. */
+static void tiered_score_refuses_contradictions(void) {
+    const double weights[4] = {1.0, 0.8, 0.5, 0.2};
+    kvidx_tiered_match good = {1, 0, 4, {2, 4, 4, 4}};
+    double score = -1.0;
+    CHECK_EQ(kvidx_tiered_score(&good, weights, &score), KVIDX_OK);
+    CHECK(score == 1.0 * 2 + 0.8 * 2);
+    const double negative[4] = {1.0, -0.5, 0.0, 0.0};
+    CHECK_EQ(kvidx_tiered_score(&good, negative, &score), KVIDX_OK);
+    CHECK(score == 1.0);
+    kvidx_tiered_match none = {1, 0, 0, {0, 0, 0, 0}};
+    CHECK_EQ(kvidx_tiered_score(&none, weights, &score), KVIDX_OK);
+    CHECK(score == 0.0);
+    /* Tier depths that decrease, or that end elsewhere than the depth. */
+    const kvidx_tiered_match bad[] = {
+        {1, 0, 4, {4, 2, 4, 4}}, {1, 0, 5, {5, 2, 4, 5}}, {1, 0, 4, {1, 2, 3, 5}},
+        {1, 0, 4, {1, 2, 3, 3}}, {1, 0, 0, {0, 0, 0, 1}}, {1, 0, 1, {0, 0, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        score = -1.0;
+        CHECK_EQ(kvidx_tiered_score(&bad[i], weights, &score), KVIDX_ERR_INVALID_ARGUMENT);
+        CHECK(score == -1.0); /* nothing written */
+    }
+    /* NaN or infinite weights, and finite ones too large for a finite score. */
+    const double bad_weights[][4] = {
+        {NAN, 0.8, 0.5, 0.2},  {1.0, 0.8, 0.5, INFINITY}, {1.0, -INFINITY, 0.5, 0.2},
+        {DBL_MAX, 0, 0, DBL_MAX}, {DBL_MAX, 0, 0, -DBL_MAX},
+    };
+    kvidx_tiered_match spread = {1, 0, 4, {2, 2, 2, 4}};
+    for (size_t i = 0; i < sizeof bad_weights / sizeof bad_weights[0]; i++) {
+        score = -1.0;
+        CHECK_EQ(kvidx_tiered_score(&spread, bad_weights[i], &score), KVIDX_ERR_INVALID_ARGUMENT);
+        CHECK(score == -1.0);
+    }
+}
+
 int main(void) {
     RUN(holes_all_modes);
     RUN(missing_parent_all_modes);
@@ -332,5 +371,6 @@ int main(void) {
     RUN(removal_is_ordered_all_modes);
     RUN(free_with_queued_events_all_modes);
     RUN(tiers_all_modes);
+    RUN(tiered_score_refuses_contradictions);
     return finish("test_semantics");
 }

@@ -1,8 +1,11 @@
 /* Offset batches, watermarks and snapshots through the C ABI (KVIDX_HAS_SNAPSHOTS):
  * round trips through callbacks and files into every mode, bad input (truncated, corrupted,
  * foreign, newer version) is KVIDX_ERR_MALFORMED and leaves the indexer empty and usable,
- * failing callbacks and files are KVIDX_ERR_IO, batches at or below a watermark are skipped. */
+ * failing callbacks and files are KVIDX_ERR_IO, batches at or below a watermark are skipped,
+ * a section claiming a terabyte is malformed after reading little of it, and a long chain
+ * is built, snapshotted, restored and freed on a small stack. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +419,95 @@ static void engine_batches_at_offsets_are_one_unit(void) {
     free(store);
 }
 
+/* A snapshot header and a section claiming a terabyte, then up to 64 MiB of zeros; counts
+ * the bytes handed out. */
+typedef struct hostile {
+    uint8_t head[61];
+    uint64_t served, total;
+} hostile;
+
+static int32_t hostile_source(void *user, uint8_t *buf, size_t cap, size_t *got) {
+    hostile *h = (hostile *)user;
+    size_t n = 0;
+    while (n < cap && h->served < h->total) {
+        buf[n++] = h->served < sizeof h->head ? h->head[h->served] : 0;
+        h->served++;
+    }
+    *got = n;
+    return 0;
+}
+
+static void put_le(uint8_t *at, uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; i++) at[i] = (uint8_t)(value >> (8 * i));
+}
+
+static void a_section_claiming_a_terabyte_is_malformed_early(void) {
+    const uint64_t tib = 1ull << 40;
+    const uint64_t claims[][3] = {/* records, names, len */
+                                  {tib / 32, tib / 32, tib}, {0, 0, tib}, {UINT64_MAX / 9, UINT64_MAX / 8, UINT64_MAX}};
+    for (size_t c = 0; c < sizeof claims / sizeof claims[0]; c++) {
+        hostile h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.head, "KVIDXSNP", 8);
+        put_le(h.head + 8, 1, 4); /* version; flags 0 */
+        h.head[16] = 'W';
+        put_le(h.head + 17, 7, 8); /* worker 7, rank 0, no watermark */
+        put_le(h.head + 37, claims[c][0], 8);
+        put_le(h.head + 45, claims[c][1], 8);
+        put_le(h.head + 53, claims[c][2], 8);
+        h.total = sizeof h.head + (64u << 20);
+        kvidx_indexer *ix = make_indexer(&MODES[c % NUM_MODES]);
+        CHECK_EQ(kvidx_snapshot_restore(ix, hostile_source, &h, NULL), KVIDX_ERR_MALFORMED);
+        /* At most a chunk of the library's and one of the restore's, never the claim. */
+        CHECK(h.served <= sizeof h.head + 2 * 65536);
+        CHECK_EQ(stats_of(ix).workers, 0);
+        kvidx_free(ix);
+    }
+}
+
+/* A chain far longer than a small stack survives one frame per block of: built, snapshotted,
+ * restored and freed on a thread with a 64 KiB stack, in every mode. */
+#define LONG_CHAIN (1u << 18)
+#define EVENT_BLOCKS 4096u
+#define SMALL_STACK (64u << 10)
+
+static void *long_chain_on_a_small_stack(void *arg) {
+    const mode *m = (const mode *)arg;
+    kvidx_block *blocks = (kvidx_block *)malloc(EVENT_BLOCKS * sizeof *blocks);
+    REQUIRE(blocks != NULL);
+    kvidx_indexer *ix = make_indexer(m);
+    for (uint64_t first = 0; first < LONG_CHAIN; first += EVENT_BLOCKS) {
+        chain(blocks, EVENT_BLOCKS, first + 1);
+        kvidx_event e = first == 0 ? stored(1, 0, blocks, EVENT_BLOCKS)
+                                   : stored_after(1, 0, first * 1000u, blocks, EVENT_BLOCKS);
+        CHECK_EQ(kvidx_apply_event(ix, &e), KVIDX_OK);
+    }
+    REQUIRE(kvidx_flush(ix) == KVIDX_OK);
+    CHECK_EQ(stats_of(ix).worker_blocks, LONG_CHAIN);
+    buffer b = empty_buffer();
+    CHECK_EQ(kvidx_snapshot_write(ix, sink, &b, NULL), KVIDX_OK);
+    kvidx_free(ix);
+    kvidx_indexer *restored = make_indexer(m);
+    CHECK_EQ(kvidx_snapshot_restore(restored, source, &b, NULL), KVIDX_OK);
+    CHECK_EQ(stats_of(restored).worker_blocks, LONG_CHAIN);
+    kvidx_free(restored);
+    free(b.data);
+    free(blocks);
+    return NULL;
+}
+
+static void a_long_chain_is_freed_on_a_small_stack(void) {
+    for (size_t i = 0; i < NUM_MODES; i++) {
+        pthread_attr_t attr;
+        REQUIRE(pthread_attr_init(&attr) == 0);
+        REQUIRE(pthread_attr_setstacksize(&attr, SMALL_STACK) == 0);
+        pthread_t thread;
+        REQUIRE(pthread_create(&thread, &attr, long_chain_on_a_small_stack, (void *)&MODES[i]) == 0);
+        REQUIRE(pthread_join(thread, NULL) == 0);
+        pthread_attr_destroy(&attr);
+    }
+}
+
 int main(void) {
     RUN(round_trip_through_callbacks);
     RUN(round_trip_through_files);
@@ -423,5 +515,7 @@ int main(void) {
     RUN(failing_callbacks_and_files_are_io_errors);
     RUN(offset_batches_are_skipped_at_or_below_the_watermark);
     RUN(engine_batches_at_offsets_are_one_unit);
+    RUN(a_long_chain_is_freed_on_a_small_stack);
+    RUN(a_section_claiming_a_terabyte_is_malformed_early);
     return finish("test_snapshots");
 }

@@ -92,6 +92,15 @@ impl<T> Children<T> {
         }
     }
 
+    /// Moves every child into `out`, leaving no child.
+    pub(crate) fn take_all(&mut self, out: &mut Vec<T>) {
+        match std::mem::take(self) {
+            Children::None => {}
+            Children::One(_, child) => out.push(child),
+            Children::Many(map) => out.extend(map.into_values()),
+        }
+    }
+
     /// Every child, in no particular order.
     #[cfg(test)]
     pub(crate) fn values(&self) -> Box<dyn Iterator<Item = &T> + '_> {
@@ -138,5 +147,14 @@ mod tests {
         all = c.values().copied().collect();
         all.sort_unstable();
         assert_eq!(all, vec![0, 1, 2, 3, 4]);
+        let mut taken = Vec::new();
+        c.take_all(&mut taken);
+        taken.sort_unstable();
+        assert_eq!(taken, vec![0, 1, 2, 3, 4]);
+        assert!(c.is_empty());
+        c.get_or_insert_with(9, || 90);
+        c.take_all(&mut taken);
+        assert_eq!(taken.last(), Some(&90));
+        assert!(c.is_empty());
     }
 }

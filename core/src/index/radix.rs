@@ -59,6 +59,21 @@ impl Node {
     }
 }
 
+impl Drop for Node {
+    /// Drops the nodes below this one from a list on the heap: the derived drop would recurse
+    /// once per level and overflow the stack on a long chain.
+    fn drop(&mut self) {
+        let mut below = Vec::new();
+        self.state.get_mut().children.take_all(&mut below);
+        while let Some(child) = below.pop() {
+            // A node still referenced elsewhere is dropped, the same way, by its last owner.
+            if let Some(mut child) = Arc::into_inner(child) {
+                child.state.get_mut().children.take_all(&mut below);
+            }
+        }
+    }
+}
+
 /// One worker's blocks: its names, and the held nodes that have more than one name.
 ///
 /// A node is held by the worker exactly when its slot is among the node's holders; most held

@@ -221,44 +221,79 @@ pub(crate) struct DecodedWorker {
     pub(crate) has_anchors: bool,
 }
 
-/// A byte reader over a section body; every read past the end is malformed.
-struct Bytes<'a> {
+/// Where the decoder reads one section's records from: the stream, a chunk at a time
+/// (`stream.rs`), or a slice (the tests). A read past the records is malformed.
+pub(crate) trait RecordBytes {
+    /// Fills `out` with the next bytes of the records.
+    fn read(&mut self, out: &mut [u8]) -> Result<(), Error>;
+
+    /// Whether every byte of the records has been read.
+    fn at_end(&self) -> bool;
+}
+
+/// What a read past the end of a section's records is.
+pub(crate) const TRUNCATED: Error = Error::Malformed("a worker section's records end early");
+
+/// A section's records held whole in memory.
+#[cfg(test)]
+pub(crate) struct SliceRecords<'a> {
     data: &'a [u8],
     at: usize,
 }
 
-const TRUNCATED: Error = Error::Malformed("a worker section's records end early");
-
-impl Bytes<'_> {
-    fn u64(&mut self) -> Result<u64, Error> {
-        let end = self.at.checked_add(8).ok_or(TRUNCATED)?;
-        let bytes = self.data.get(self.at..end).ok_or(TRUNCATED)?;
-        self.at = end;
-        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
-    }
-
-    fn u8(&mut self) -> Result<u8, Error> {
-        let byte = *self.data.get(self.at).ok_or(TRUNCATED)?;
-        self.at += 1;
-        Ok(byte)
-    }
-
-    fn varint(&mut self) -> Result<u64, Error> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = self.u8()?;
-            let bits = u64::from(byte & 0x7f);
-            if shift == 63 && bits > 1 {
-                return Err(Error::Malformed("a varint overflows 64 bits"));
-            }
-            value |= bits << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(Error::Malformed("a varint overflows 64 bits"))
+#[cfg(test)]
+impl<'a> SliceRecords<'a> {
+    /// The records `data`, from their first byte.
+    pub(crate) fn new(data: &'a [u8]) -> Self {
+        Self { data, at: 0 }
     }
 }
+
+#[cfg(test)]
+impl RecordBytes for SliceRecords<'_> {
+    fn read(&mut self, out: &mut [u8]) -> Result<(), Error> {
+        let end = self.at.checked_add(out.len()).ok_or(TRUNCATED)?;
+        out.copy_from_slice(self.data.get(self.at..end).ok_or(TRUNCATED)?);
+        self.at = end;
+        Ok(())
+    }
+
+    fn at_end(&self) -> bool {
+        self.at == self.data.len()
+    }
+}
+
+fn read_u64(bytes: &mut impl RecordBytes) -> Result<u64, Error> {
+    let mut buf = [0u8; 8];
+    bytes.read(&mut buf)?;
+    Ok(u64::from_le_bytes(buf))
+}
+
+fn read_u8(bytes: &mut impl RecordBytes) -> Result<u8, Error> {
+    let mut buf = [0u8; 1];
+    bytes.read(&mut buf)?;
+    Ok(buf[0])
+}
+
+fn read_varint(bytes: &mut impl RecordBytes) -> Result<u64, Error> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = read_u8(bytes)?;
+        let bits = u64::from(byte & 0x7f);
+        if shift == 63 && bits > 1 {
+            return Err(Error::Malformed("a varint overflows 64 bits"));
+        }
+        value |= bits << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(Error::Malformed("a varint overflows 64 bits"))
+}
+
+/// Room reserved ahead for records or names, at most: what a section's header claims is not
+/// trusted with memory, the decoded records grow with the bytes actually read.
+const RESERVE_AT_MOST: u64 = 4096;
 
 /// A stack entry of the decoder: the record, and whether it has a child yet.
 struct Open {
@@ -266,24 +301,30 @@ struct Open {
     has_child: bool,
 }
 
-/// Reads `records` node records holding `names` names from `data` (all of it), checking
-/// the structure: pops within the path, anchors only at the top, positions within
-/// `u32::MAX`, tier masks, no name twice, every nameless node with a child.
-pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<DecodedWorker, Error> {
-    // Every record takes at least 9 bytes and every name 8: bounds before allocating.
-    if records > data.len() as u64 / 9 || names > data.len() as u64 / 8 {
+/// Reads `records` node records holding `names` names, `len` bytes in all, from `bytes`,
+/// checking the structure: pops within the path, anchors only at the top, positions within
+/// `u32::MAX`, tier masks, no name twice, every nameless node with a child, every byte
+/// used. Memory grows with the records read, whatever the counts claim, and the first
+/// broken record stops the reading.
+pub(crate) fn decode_nodes(
+    bytes: &mut impl RecordBytes,
+    len: u64,
+    records: u64,
+    names: u64,
+) -> Result<DecodedWorker, Error> {
+    // Every record takes at least 9 bytes and every name 8.
+    if records > len / 9 || names > len / 8 {
         return Err(Error::Malformed(
             "a worker section's counts exceed its length",
         ));
     }
     let mut out = DecodedWorker {
-        nodes: Vec::with_capacity(records as usize),
-        names: Vec::with_capacity(names as usize),
+        nodes: Vec::with_capacity(records.min(RESERVE_AT_MOST) as usize),
+        names: Vec::with_capacity(names.min(RESERVE_AT_MOST) as usize),
         has_anchors: false,
     };
     let mut seen: FxHashSet<u64> = FxHashSet::default();
-    seen.reserve(names as usize);
-    let mut bytes = Bytes { data, at: 0 };
+    seen.reserve(names.min(RESERVE_AT_MOST) as usize);
     let mut path: Vec<Open> = Vec::new();
     let close = |open: Open, out: &DecodedWorker| -> Result<(), Error> {
         let node = &out.nodes[open.record as usize];
@@ -293,7 +334,7 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
         Ok(())
     };
     for _ in 0..records {
-        let tag = bytes.varint()?;
+        let tag = read_varint(bytes)?;
         let pops = tag >> FLAG_BITS;
         if pops > path.len() as u64 {
             return Err(Error::Malformed(
@@ -307,8 +348,8 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
             if !path.is_empty() {
                 return Err(Error::Malformed("an anchor below another block"));
             }
-            let identity = bytes.u64()?;
-            let position = bytes.varint()?;
+            let identity = read_u64(bytes)?;
+            let position = read_varint(bytes)?;
             if position >= u64::from(u32::MAX) {
                 return Err(Error::Malformed("a position past u32::MAX"));
             }
@@ -316,9 +357,9 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
         } else {
             None
         };
-        let local = bytes.u64()?;
+        let local = read_u64(bytes)?;
         let count = if tag & FLAG_NAMES != 0 {
-            bytes.varint()?
+            read_varint(bytes)?
         } else {
             1
         };
@@ -339,7 +380,7 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
         };
         let first = out.names.len() as u32;
         for _ in 0..count {
-            let name = bytes.u64()?;
+            let name = read_u64(bytes)?;
             if !seen.insert(name) {
                 return Err(Error::Malformed("a worker holds one name twice"));
             }
@@ -347,7 +388,7 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
         }
         if tag & FLAG_TIERS != 0 {
             for entry in &mut out.names[first as usize..] {
-                let tiers = bytes.u8()?;
+                let tiers = read_u8(bytes)?;
                 if tiers == 0 || tiers >= 1 << TIERS {
                     return Err(Error::Malformed("a tier set out of range"));
                 }
@@ -374,7 +415,7 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
     while let Some(open) = path.pop() {
         close(open, &out)?;
     }
-    if bytes.at != data.len() {
+    if !bytes.at_end() {
         return Err(Error::Malformed(
             "a worker section has bytes after its records",
         ));
@@ -390,6 +431,15 @@ pub(crate) fn decode_nodes(data: &[u8], records: u64, names: u64) -> Result<Deco
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode(data: &[u8], records: u64, names: u64) -> Result<DecodedWorker, Error> {
+        decode_nodes(
+            &mut SliceRecords::new(data),
+            data.len() as u64,
+            records,
+            names,
+        )
+    }
 
     #[test]
     fn a_chain_with_a_branch_and_an_anchor_round_trips() {
@@ -412,7 +462,7 @@ mod tests {
         e.name(4, 400, DEVICE);
         let mut out = Vec::new();
         assert_eq!(e.encode(&mut out).unwrap(), (4, 5));
-        let d = decode_nodes(&out, 4, 5).unwrap();
+        let d = decode(&out, 4, 5).unwrap();
         assert!(d.has_anchors);
         let by_local = |l: u64| d.nodes.iter().find(|n| n.local == l).unwrap();
         let root = mix(IDENTITY_SEED, 10);
@@ -451,9 +501,9 @@ mod tests {
         put_varint(&mut one, 0);
         one.extend_from_slice(&5u64.to_le_bytes());
         one.extend_from_slice(&9u64.to_le_bytes());
-        assert!(decode_nodes(&one, 1, 1).is_ok());
+        assert!(decode(&one, 1, 1).is_ok());
         let malformed = |data: &[u8], records, names| {
-            matches!(decode_nodes(data, records, names), Err(Error::Malformed(_)))
+            matches!(decode(data, records, names), Err(Error::Malformed(_)))
         };
         assert!(malformed(&one[..16], 1, 1), "truncated");
         assert!(malformed(&one, 1, 2), "names count");

@@ -5,7 +5,7 @@ use std::io::{ErrorKind, Read, Write};
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
-use super::format::{decode_nodes, Exporter};
+use super::format::{decode_nodes, Exporter, RecordBytes, TRUNCATED};
 use super::{SnapshotBackend, SnapshotInfo};
 use crate::model::Worker;
 use crate::Error;
@@ -131,21 +131,6 @@ impl<R: Read> Source<R> {
         Ok(())
     }
 
-    /// Appends exactly `len` bytes to `buf` (hashed), growing it only as data arrives.
-    fn append(&mut self, buf: &mut Vec<u8>, len: u64) -> Result<(), Error> {
-        let start = buf.len();
-        let got = (&mut self.inner)
-            .take(len)
-            .read_to_end(buf)
-            .map_err(|e| Error::Io(e.kind()))?;
-        if got as u64 != len {
-            return Err(Error::Malformed("the snapshot ends early"));
-        }
-        self.hash.update(&buf[start..]);
-        self.bytes += len;
-        Ok(())
-    }
-
     /// Whether the input has ended.
     fn at_end(&mut self) -> Result<bool, Error> {
         let mut byte = [0u8; 1];
@@ -157,6 +142,72 @@ impl<R: Read> Source<R> {
                 Err(e) => return Err(Error::Io(e.kind())),
             }
         }
+    }
+}
+
+/// Bytes of a section's records read from the input at once, at most.
+const CHUNK: usize = 64 << 10;
+
+/// One section's records, read from the input a chunk at a time as the decoder asks for
+/// them, each chunk added to the section's checksum: the memory they take is one chunk,
+/// whatever length the section claims.
+struct SectionRecords<'a, R> {
+    src: &'a mut Source<R>,
+    /// The section's checksum so far.
+    hash: &'a mut Xxh3,
+    /// Bytes of the records not read from the input yet.
+    left: u64,
+    chunk: &'a mut Vec<u8>,
+    /// The next byte of `chunk` to hand out.
+    at: usize,
+}
+
+impl<'a, R: Read> SectionRecords<'a, R> {
+    /// The `len` bytes of records that come next in `src`, read through `chunk`.
+    fn new(src: &'a mut Source<R>, hash: &'a mut Xxh3, len: u64, chunk: &'a mut Vec<u8>) -> Self {
+        chunk.clear();
+        Self {
+            src,
+            hash,
+            left: len,
+            chunk,
+            at: 0,
+        }
+    }
+
+    /// Reads the next chunk of the records.
+    fn next_chunk(&mut self) -> Result<(), Error> {
+        if self.left == 0 {
+            return Err(TRUNCATED);
+        }
+        let n = self.left.min(CHUNK as u64) as usize;
+        self.chunk.clear();
+        self.chunk.resize(n, 0);
+        self.src.fill(self.chunk)?;
+        self.hash.update(self.chunk);
+        self.left -= n as u64;
+        self.at = 0;
+        Ok(())
+    }
+}
+
+impl<R: Read> RecordBytes for SectionRecords<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> Result<(), Error> {
+        let mut done = 0;
+        while done < out.len() {
+            if self.at == self.chunk.len() {
+                self.next_chunk()?;
+            }
+            let n = (out.len() - done).min(self.chunk.len() - self.at);
+            out[done..done + n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+            self.at += n;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn at_end(&self) -> bool {
+        self.left == 0 && self.at == self.chunk.len()
     }
 }
 
@@ -214,39 +265,40 @@ fn restore_into(
         min_watermark: u64::MAX,
         ..SnapshotInfo::default()
     };
-    let mut section = Vec::new();
+    let mut chunk = Vec::new();
     loop {
         let mut tag = [0u8; 1];
         src.fill(&mut tag)?;
         match tag[0] {
             SECTION => {
-                section.clear();
-                section.push(SECTION);
-                src.append(&mut section, SECTION_FIELDS as u64)?;
+                let mut fields = [0u8; SECTION_FIELDS];
+                src.fill(&mut fields)?;
+                let mut hash = Xxh3::new();
+                hash.update(&tag);
+                hash.update(&fields);
                 let worker = Worker::new(
-                    u64_at(&section, 1),
-                    u32::from_le_bytes(section[9..13].try_into().expect("4 bytes")),
+                    u64_at(&fields, 0),
+                    u32::from_le_bytes(fields[8..12].try_into().expect("4 bytes")),
                 );
-                let watermark = u64_at(&section, 13);
-                let records = u64_at(&section, 21);
-                let names = u64_at(&section, 29);
-                let len = u64_at(&section, 37);
-                src.append(&mut section, len)?;
+                let watermark = u64_at(&fields, 12);
+                let records = u64_at(&fields, 20);
+                let names = u64_at(&fields, 28);
+                let len = u64_at(&fields, 36);
+                // Decoded as it is read: broken records stop the restore at once, and a
+                // section's claimed length never becomes memory.
+                let mut body = SectionRecords::new(&mut src, &mut hash, len, &mut chunk);
+                let decoded = decode_nodes(&mut body, len, records, names)?;
                 let mut checksum = [0u8; 8];
                 src.fill(&mut checksum)?;
-                if u64::from_le_bytes(checksum) != xxh3_64(&section) {
+                if u64::from_le_bytes(checksum) != hash.digest() {
                     return Err(Error::Malformed("a worker section fails its checksum"));
                 }
-                let decoded = decode_nodes(&section[1 + SECTION_FIELDS..], records, names)?;
                 restored.push(worker);
                 backend.restore_worker(worker, watermark, &decoded)?;
                 counted.workers += 1;
                 counted.blocks += names;
                 counted.min_watermark = counted.min_watermark.min(watermark);
                 counted.max_watermark = counted.max_watermark.max(watermark);
-                if section.capacity() > 1 << 24 {
-                    section = Vec::new();
-                }
             }
             TRAILER => {
                 let mut fields = [0u8; TRAILER_FIELDS];

@@ -94,6 +94,14 @@ fn micro_blocks(score: f64) -> u64 {
     (score * 1e6).round() as u64
 }
 
+/// `m`'s tier-aware score in millionths of a block.
+fn micro_score(m: &TieredMatch, weights: &[f64; TIERS]) -> u64 {
+    micro_blocks(
+        m.score(weights)
+            .expect("a lookup's answer and weights within 0..=1 always score"),
+    )
+}
+
 /// The router: a policy and, for kv-aware routing, the index it reads.
 pub(crate) struct Router {
     policy: Policy,
@@ -177,13 +185,13 @@ impl Router {
                 let locals: Vec<u64> = prompt.iter().map(|b| b.local_hash).collect();
                 index.find_matches_tiered_into(&locals, &mut self.tiered);
                 for m in &self.tiered {
-                    self.scores[m.worker_id as usize] = micro_blocks(m.score(&self.weights));
+                    self.scores[m.worker_id as usize] = micro_score(m, &self.weights);
                 }
             }
             None => {
                 for (w, pool) in pools.iter().enumerate() {
                     let m = oracle_match(w, pool.tier_depths(prompt));
-                    self.scores[w] = micro_blocks(m.score(&self.weights));
+                    self.scores[w] = micro_score(&m, &self.weights);
                 }
             }
         }
