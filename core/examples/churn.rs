@@ -26,6 +26,7 @@ fn main() {
     let seconds: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let backend = match args.next().as_deref() {
         Some("radix") => BackendKind::Radix,
+        Some("runs") => BackendKind::Runs,
         _ => BackendKind::Positional,
     };
     let event_threads: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);

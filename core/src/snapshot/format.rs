@@ -221,6 +221,20 @@ pub(crate) struct DecodedWorker {
     pub(crate) has_anchors: bool,
 }
 
+impl DecodedWorker {
+    /// Fails for a section with anchors, for the backends that rebuild blocks from their
+    /// paths only (every backend but the positional one).
+    pub(crate) fn paths_only(&self) -> Result<(), Error> {
+        if self.has_anchors {
+            return Err(Error::InvalidArgument(
+                "the snapshot has orphans known by identity only (written by the positional \
+                 backend); only the positional backend can restore them",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A byte reader over a section body; every read past the end is malformed.
 struct Bytes<'a> {
     data: &'a [u8],
