@@ -73,7 +73,7 @@ func defaultOptions() options {
 func main() {
 	o := defaultOptions()
 	flag.StringVar(&o.addr, "addr", o.addr, "listen address")
-	flag.StringVar(&o.backend, "backend", o.backend, "index backend: positional or radix")
+	flag.StringVar(&o.backend, "backend", o.backend, "index backend: positional, radix or runs")
 	flag.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
 	flag.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
 	flag.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
@@ -158,6 +158,8 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 		cfg.Backend = kvidx.BackendPositional
 	case "radix":
 		cfg.Backend = kvidx.BackendRadix
+	case "runs":
+		cfg.Backend = kvidx.BackendRuns
 	default:
 		return nil, nil, nil, errors.New("unknown backend " + o.backend)
 	}

@@ -13,7 +13,7 @@
 //! Writes (`tree.rs`) lock a run before the runs below it; a query (`search.rs`) reads one
 //! run at a time: one compare loop over the run's local hashes, then one check per worker
 //! still matching. Consistency under concurrent writes comes from the shared read protocol
-//! of [`super::worker_blocks`], with every change of a worker's bits recorded as a touch.
+//! of `worker_blocks.rs`, with every change of a worker's bits recorded as a touch.
 //! No walk recurses over depth, and dropping the index unlinks runs in a loop.
 
 use std::sync::atomic::AtomicU64;
