@@ -146,3 +146,94 @@ fn deeply_nested_runs_are_walked_and_dropped_in_a_loop() {
         .unwrap();
     handle.join().unwrap();
 }
+
+/// The name worker `w` gives position `p` of variant `v` (`twin` selects a second name).
+fn name_of(w: u64, v: u64, p: u64, twin: bool) -> u64 {
+    u64::from(twin) << 48 | w << 40 | v << 32 | p
+}
+
+/// Variant 1 of the long chain leaves variant 0 past a run's length.
+fn local_of(v: u64, p: u64) -> u64 {
+    const SPLIT: u64 = run::MAX_RUN as u64 + 400;
+    if v == 1 && p >= SPLIT {
+        p + 1_000_000
+    } else {
+        p
+    }
+}
+
+#[test]
+fn chains_longer_than_a_run_match_the_reference_and_survive_snapshots() {
+    use crate::test_rng::Lcg;
+    use crate::{BackendKind, Config, Indexer};
+    let long = 2 * u64::from(run::MAX_RUN) + 500;
+    let config = |backend| Config {
+        backend,
+        event_threads: 0,
+        ..Config::default()
+    };
+    let runs = Indexer::new(config(BackendKind::Runs)).unwrap();
+    let model = Indexer::new(config(BackendKind::Reference)).unwrap();
+    let queries: Vec<Vec<u64>> = (0..2u64)
+        .map(|v| (0..long).map(|p| local_of(v, p)).collect())
+        .collect();
+    let deepest = std::cell::Cell::new(0);
+    let check = |ix: &Indexer, what: &str| {
+        for q in &queries {
+            for end in [q.len(), 4097, 8193] {
+                let want = model.find_matches(&q[..end]);
+                assert_eq!(ix.find_matches(&q[..end]), want, "{what}, query of {end}");
+                deepest.set(want.iter().map(|m| m.depth).fold(deepest.get(), u32::max));
+            }
+        }
+    };
+    let mut rng = Lcg(7);
+    for step in 0..80 {
+        let r = rng.next() >> 33;
+        let (w, v, twin) = (r % 3, r / 3 % 2, r / 6 % 4 == 0);
+        let event = match r / 24 % 8 {
+            0..=3 => {
+                let start = (rng.next() >> 33) % long;
+                let start = if r / 200 % 3 == 0 { 0 } else { start };
+                let len = 1 + (rng.next() >> 33) % (long - start);
+                let parent = (start > 0).then(|| name_of(w, v, start - 1, twin));
+                let blocks = (start..start + len)
+                    .map(|p| Block::new(local_of(v, p), name_of(w, v, p, twin)))
+                    .collect();
+                Event::stored(Worker::new(w, 0), 0, parent, blocks)
+            }
+            4 => {
+                // The tail, evicted leaf first.
+                let from = (rng.next() >> 33) % long;
+                let names = (from..long).rev().map(|p| name_of(w, v, p, twin)).collect();
+                Event::removed(Worker::new(w, 0), 0, names)
+            }
+            5 | 6 => {
+                let names = (0..20)
+                    .map(|_| name_of(w, v, (rng.next() >> 33) % long, twin))
+                    .collect();
+                Event::removed(Worker::new(w, 0), 0, names)
+            }
+            _ if r % 5 == 0 => Event::cleared(Worker::new(w, 0), 0),
+            _ => continue,
+        };
+        assert_eq!(
+            runs.apply_event(event.clone()).is_ok(),
+            model.apply_event(event).is_ok(),
+            "step {step}"
+        );
+        check(&runs, &format!("step {step}"));
+        assert_eq!(runs.stats().worker_blocks, model.stats().worker_blocks);
+    }
+    assert!(
+        deepest.get() > 2 * run::MAX_RUN,
+        "chains spanning three runs were matched"
+    );
+    let mut bytes = Vec::new();
+    runs.write_snapshot(&mut bytes).unwrap();
+    for backend in [BackendKind::Runs, BackendKind::Positional] {
+        let copy = Indexer::new(config(backend)).unwrap();
+        copy.restore_snapshot(bytes.as_slice()).unwrap();
+        check(&copy, &format!("restored into {backend:?}"));
+    }
+}
