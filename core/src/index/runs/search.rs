@@ -22,7 +22,8 @@ thread_local! {
         std::cell::RefCell::new(Scratch::default());
 }
 
-/// How many of the run's blocks, from its start, the query's blocks from `at` on equal.
+/// How many of the run's blocks, from its start, equal the query's (`query` starts at the
+/// run's first position).
 fn matched(state: &RunState, query: &[u64]) -> u32 {
     state
         .locals
@@ -33,7 +34,7 @@ fn matched(state: &RunState, query: &[u64]) -> u32 {
 }
 
 impl RunsIndex {
-    /// The run the query's first block starts, if any.
+    /// The run starting at position 0 with `first_local`, if any.
     fn first_run(&self, first_local: u64) -> Option<Arc<Run>> {
         self.root
             .state
