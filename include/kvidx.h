@@ -193,6 +193,10 @@ typedef enum kvidx_backend {
      * A concurrent radix tree over local hashes.
      */
     KVIDX_BACKEND_RADIX = 1,
+    /**
+     * A tree of runs: consecutive blocks stored once for all the workers holding them.
+     */
+    KVIDX_BACKEND_RUNS = 2,
 } kvidx_backend;
 
 /**

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The audit's two process-level recipes, as checks (release builds, a few seconds each):
 #  - churn: a writer stores, removes and re-creates workers (recycling their slots) while
-#    readers query; no answer may name a wrong worker or a half-applied store, on either
+#    readers query; no answer may name a wrong worker or a half-applied store, on every
 #    backend, synchronous and with an event thread (docs/contract.md section 1.1);
 #  - queue memory: 3,000 Stored events of 20,000 blocks sent faster than one event thread
 #    applies them; queues bounded by bytes keep the process's peak RSS small (section 1.2).
@@ -14,7 +14,7 @@ bin=target/release/examples
 pass=0
 fail() { echo "test-churn: FAIL: $*" >&2; exit 1; }
 
-for backend in positional radix; do
+for backend in positional radix runs; do
   for threads in 0 1; do
     line="$("$bin/churn" "$seconds" "$backend" "$threads")"
     echo "$line"

@@ -45,6 +45,7 @@ pub(crate) fn config(
     let backend = match c.backend {
         b if b == kvidx_backend::KVIDX_BACKEND_POSITIONAL as u32 => BackendKind::Positional,
         b if b == kvidx_backend::KVIDX_BACKEND_RADIX as u32 => BackendKind::Radix,
+        b if b == kvidx_backend::KVIDX_BACKEND_RUNS as u32 => BackendKind::Runs,
         _ => return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
     };
     let config = Config {

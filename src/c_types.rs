@@ -97,6 +97,8 @@ pub enum kvidx_backend {
     KVIDX_BACKEND_POSITIONAL = 0,
     /// A concurrent radix tree over local hashes.
     KVIDX_BACKEND_RADIX = 1,
+    /// A tree of runs: consecutive blocks stored once for all the workers holding them.
+    KVIDX_BACKEND_RUNS = 2,
 }
 
 /// How to build an indexer. Start from `kvidx_config_default()` and change what you need.

@@ -229,6 +229,7 @@ struct Worker {
 enum class Backend : std::uint32_t {
   positional = KVIDX_BACKEND_POSITIONAL,  ///< Per-position tables with exact jump search (the default).
   radix = KVIDX_BACKEND_RADIX,            ///< The concurrent radix tree.
+  runs = KVIDX_BACKEND_RUNS,              ///< The tree of runs of shared consecutive blocks.
 };
 
 /// A STORED event: `blocks` continue `parent` (a seq hash the worker holds) or, when `parent`

@@ -7,13 +7,15 @@ import (
 	"testing"
 )
 
-// configs are the indexer set-ups every semantic test runs on: both backends, synchronous and
+// configs are the indexer set-ups every semantic test runs on: every backend, synchronous and
 // with event threads.
 var configs = []Config{
 	{Backend: BackendPositional, EventThreads: 0},
 	{Backend: BackendPositional, EventThreads: 2, JumpSize: 4},
 	{Backend: BackendRadix, EventThreads: 0},
 	{Backend: BackendRadix, EventThreads: 2},
+	{Backend: BackendRuns, EventThreads: 0},
+	{Backend: BackendRuns, EventThreads: 2},
 }
 
 func configName(c Config) string {

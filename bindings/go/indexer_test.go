@@ -307,6 +307,7 @@ func TestStatusErrors(t *testing.T) {
 		t.Fatal("StatusOK is an error")
 	}
 	if Status(42).String() != "unknown status 42" || BackendRadix.String() != "radix" ||
+		BackendRuns.String() != "runs" ||
 		EventKind(9).String() != "EventKind(9)" {
 		t.Fatal("String methods")
 	}

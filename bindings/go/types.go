@@ -17,15 +17,20 @@ const (
 	BackendPositional Backend = 0
 	// BackendRadix is the concurrent radix tree.
 	BackendRadix Backend = 1
+	// BackendRuns is the tree of runs: consecutive blocks stored once for all the workers
+	// holding them.
+	BackendRuns Backend = 2
 )
 
-// String returns the backend's name ("positional", "radix") or "Backend(N)".
+// String returns the backend's name ("positional", "radix", "runs") or "Backend(N)".
 func (b Backend) String() string {
 	switch b {
 	case BackendPositional:
 		return "positional"
 	case BackendRadix:
 		return "radix"
+	case BackendRuns:
+		return "runs"
 	default:
 		return "Backend(" + strconv.FormatUint(uint64(b), 10) + ")"
 	}

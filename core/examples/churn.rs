@@ -4,7 +4,7 @@
 //! torn if it names worker 1 at a depth other than the full chain (a store seen half applied:
 //! never a state worker 1 was in, since one event is one change).
 //!
-//! `cargo run --release -p kvidx --example churn [SECONDS] [positional|radix] [EVENT_THREADS]`
+//! `cargo run --release -p kvidx --example churn [SECONDS] [positional|radix|runs] [EVENT_THREADS]`
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +26,7 @@ fn main() {
     let seconds: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let backend = match args.next().as_deref() {
         Some("radix") => BackendKind::Radix,
+        Some("runs") => BackendKind::Runs,
         _ => BackendKind::Positional,
     };
     let event_threads: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);

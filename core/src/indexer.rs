@@ -120,6 +120,7 @@ impl Indexer {
                 Box::new(crate::index::positional::PositionalIndex::new(jump_size))
             }
             BackendKind::Radix => Box::new(crate::index::radix::RadixIndex::new()),
+            BackendKind::Runs => Box::new(crate::index::runs::RunsIndex::new()),
             BackendKind::Reference => Box::new(ReferenceIndex::new()),
         };
         Self::with_backend(backend, config)

@@ -69,15 +69,16 @@ fn depth(ix: &Indexer, q: &[u64]) -> u32 {
 }
 
 /// Every backend. A new one fails to compile [`has_snapshots`] until it is added here too.
-const BACKENDS: [BackendKind; 3] = [
+const BACKENDS: [BackendKind; 4] = [
     BackendKind::Positional,
     BackendKind::Radix,
+    BackendKind::Runs,
     BackendKind::Reference,
 ];
 
 fn has_snapshots(backend: BackendKind) -> bool {
     match backend {
-        BackendKind::Positional | BackendKind::Radix => true,
+        BackendKind::Positional | BackendKind::Radix | BackendKind::Runs => true,
         BackendKind::Reference => false,
     }
 }

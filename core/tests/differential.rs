@@ -63,4 +63,9 @@ proptest! {
     fn radix_matches_reference(ops in prop::collection::vec(op_strategy(), 1..80)) {
         check(BackendKind::Radix, &ops);
     }
+
+    #[test]
+    fn runs_matches_reference(ops in prop::collection::vec(op_strategy(), 1..80)) {
+        check(BackendKind::Runs, &ops);
+    }
 }

@@ -62,7 +62,11 @@ fn write_peak(ix: &Indexer) -> (usize, u64) {
 #[test]
 fn writing_holds_one_worker_at_a_time() {
     let _serial = SERIAL.lock().unwrap();
-    for kind in [BackendKind::Positional, BackendKind::Radix] {
+    for kind in [
+        BackendKind::Positional,
+        BackendKind::Radix,
+        BackendKind::Runs,
+    ] {
         let small = index(kind, 100, 1000);
         let (small_peak, small_bytes) = write_peak(&small);
         drop(small);

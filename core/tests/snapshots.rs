@@ -54,6 +54,8 @@ fn configs() -> Vec<(&'static str, Config)> {
         ),
         ("radix(sync)", config(BackendKind::Radix, 0, 0)),
         ("radix(threads=2)", config(BackendKind::Radix, 2, 0)),
+        ("runs(sync)", config(BackendKind::Runs, 0, 0)),
+        ("runs(threads=2)", config(BackendKind::Runs, 2, 0)),
     ]
 }
 
@@ -155,7 +157,10 @@ fn round_trip(before: &[Op], after: &[Op]) {
                 Ok(restored) => assert_eq!(restored, info, "{what}"),
                 Err(Error::InvalidArgument(_))
                     if source_config.backend == BackendKind::Positional
-                        && target_config.backend == BackendKind::Radix =>
+                        && matches!(
+                            target_config.backend,
+                            BackendKind::Radix | BackendKind::Runs
+                        ) =>
                 {
                     // Orphans known by identity only: refused whole, nothing restored.
                     assert_eq!(target.stats().workers, 0, "{what}");
@@ -366,7 +371,11 @@ fn a_positional_orphan_without_a_known_path_is_refused_by_radix_only() {
         .unwrap();
     let mut bytes = Vec::new();
     radix.write_snapshot(&mut bytes).unwrap();
-    for kind in [BackendKind::Positional, BackendKind::Radix] {
+    for kind in [
+        BackendKind::Positional,
+        BackendKind::Radix,
+        BackendKind::Runs,
+    ] {
         let ix = Indexer::new(config(kind, 0, 0)).unwrap();
         ix.restore_snapshot(bytes.as_slice()).unwrap();
         assert!(ix.find_matches(&[10, 11, 12, 13]).is_empty());
@@ -390,7 +399,11 @@ fn restore_needs_an_empty_indexer_and_bad_input_leaves_it_empty() {
         source.restore_snapshot(bytes.as_slice()),
         Err(Error::InvalidArgument(_))
     ));
-    for kind in [BackendKind::Positional, BackendKind::Radix] {
+    for kind in [
+        BackendKind::Positional,
+        BackendKind::Radix,
+        BackendKind::Runs,
+    ] {
         let ix = Indexer::new(config(kind, 1, 0)).unwrap();
         for cut in 0..bytes.len() {
             let result = ix.restore_snapshot(&bytes[..cut]);

@@ -128,7 +128,7 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.SetOutput(stderr) // the flag package's own messages (a bad flag's error)
 	fs.Usage = func() {} // printed below, on the right stream
 	fs.StringVar(&o.addr, "addr", o.addr, "listen address")
-	fs.StringVar(&o.backend, "backend", o.backend, "index backend: positional or radix")
+	fs.StringVar(&o.backend, "backend", o.backend, "index backend: positional, radix or runs")
 	fs.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
 	fs.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
 	fs.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
@@ -203,6 +203,8 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 		cfg.Backend = kvidx.BackendPositional
 	case "radix":
 		cfg.Backend = kvidx.BackendRadix
+	case "runs":
+		cfg.Backend = kvidx.BackendRuns
 	default:
 		return nil, nil, nil, errors.New("unknown backend " + o.backend)
 	}

@@ -10,7 +10,7 @@
 
 #include "check.h"
 
-/* The modes every semantic test runs in: both backends, synchronous and pooled. */
+/* The modes every semantic test runs in: every backend, synchronous and pooled. */
 typedef struct mode {
     const char *name;
     uint32_t backend;
@@ -24,6 +24,8 @@ static const mode MODES[] = {
     {"positional-pooled", KVIDX_BACKEND_POSITIONAL, 2, 3},
     {"radix-sync", KVIDX_BACKEND_RADIX, 0, 0},
     {"radix-pooled", KVIDX_BACKEND_RADIX, 3, 0},
+    {"runs-sync", KVIDX_BACKEND_RUNS, 0, 0},
+    {"runs-pooled", KVIDX_BACKEND_RUNS, 2, 0},
 };
 #define NUM_MODES (sizeof(MODES) / sizeof(MODES[0]))
 

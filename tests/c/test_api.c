@@ -73,7 +73,7 @@ static void new_validates_config_and_writes_out_only_on_success(void) {
     kvidx_config c = kvidx_config_default();
     CHECK_EQ(kvidx_new(&c, NULL), KVIDX_ERR_NULL_POINTER);
 
-    const uint32_t bad_backends[] = {2, 3, 99, UINT32_MAX};
+    const uint32_t bad_backends[] = {3, 4, 99, UINT32_MAX};
     for (size_t i = 0; i < 4; i++) {
         c = kvidx_config_default();
         c.backend = bad_backends[i];
@@ -92,11 +92,11 @@ static void new_validates_config_and_writes_out_only_on_success(void) {
     CHECK(ix != sentinel && ix != NULL);
     kvidx_free(ix);
 
-    const uint32_t backends[] = {KVIDX_BACKEND_POSITIONAL, KVIDX_BACKEND_RADIX};
+    const uint32_t backends[] = {KVIDX_BACKEND_POSITIONAL, KVIDX_BACKEND_RADIX, KVIDX_BACKEND_RUNS};
     const uint32_t threads[] = {0, 1, 4};
     /* Any jump size is accepted (larger ones act as the largest jump, 65536). */
     const uint32_t jumps[] = {0, 1, 5, 65536, 65537, UINT32_MAX};
-    for (size_t b = 0; b < 2; b++) {
+    for (size_t b = 0; b < 3; b++) {
         for (size_t t = 0; t < 3; t++) {
             for (size_t j = 0; j < 6; j++) {
                 c.backend = backends[b];

@@ -139,11 +139,11 @@ TEST_P(Concurrency, ReadersSeeWellFormedAnswersAndWritersLandExactly) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllModes, Concurrency,
-    ::testing::Combine(::testing::Values(kvidx::Backend::positional, kvidx::Backend::radix),
+    ::testing::Combine(::testing::Values(kvidx::Backend::positional, kvidx::Backend::radix,
+                                         kvidx::Backend::runs),
                        ::testing::Values(0u, 2u)),
     [](const auto& info) {
-      return std::string(std::get<0>(info.param) == kvidx::Backend::positional ? "Positional"
-                                                                               : "Radix") +
+      return kvidx_test::backend_title(std::get<0>(info.param)) +
              (std::get<1>(info.param) == 0 ? "Sync" : "Threads");
     });
 

@@ -171,7 +171,7 @@ TEST_P(SnapshotTest, MalformedAndFailingStreamsLeaveTheIndexerEmpty) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SnapshotTest,
-                         ::testing::Values(Backend::positional, Backend::radix));
+                         ::testing::Values(Backend::positional, Backend::radix, Backend::runs));
 
 /// A stream buffer that throws after `budget` bytes.
 class ThrowingBuf : public std::streambuf {

@@ -20,13 +20,25 @@ inline void PrintTo(Errc code, std::ostream* os) {
 }
 /// Lets GoogleTest print backends (test parameters) by name.
 inline void PrintTo(Backend b, std::ostream* os) {
-  *os << (b == Backend::radix ? "radix" : "positional");
+  *os << (b == Backend::radix ? "radix" : b == Backend::runs ? "runs" : "positional");
 }
 /// Lets GoogleTest print statuses by name.
 inline void PrintTo(Status s, std::ostream* os) { PrintTo(s.code(), os); }
 }  // namespace kvidx
 
 namespace kvidx_test {
+
+/// A backend's name in test names ("Positional", "Radix", "Runs").
+inline std::string backend_title(kvidx::Backend b) {
+  switch (b) {
+    case kvidx::Backend::radix:
+      return "Radix";
+    case kvidx::Backend::runs:
+      return "Runs";
+    default:
+      return "Positional";
+  }
+}
 
 /// A test mode: (backend, event_threads).
 using Mode = std::tuple<kvidx::Backend, std::uint32_t>;

@@ -233,11 +233,10 @@ TEST_P(Tiers, ScoreEqualsTheCFunction) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllModes, Tiers,
-    ::testing::Combine(::testing::Values(Backend::positional, Backend::radix),
+    ::testing::Combine(::testing::Values(Backend::positional, Backend::radix, Backend::runs),
                        ::testing::Values(0u, 2u)),
     [](const ::testing::TestParamInfo<Mode>& info) {
-      return std::string(std::get<0>(info.param) == Backend::positional ? "Positional"
-                                                                        : "Radix") +
+      return kvidx_test::backend_title(std::get<0>(info.param)) +
              (std::get<1>(info.param) == 0 ? "Sync" : "Threads");
     });
 

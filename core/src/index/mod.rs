@@ -76,6 +76,9 @@ pub enum BackendKind {
     Positional,
     /// A concurrent radix tree over local hashes.
     Radix,
+    /// A tree of runs: consecutive blocks stored once for all their holders, each holder
+    /// with a bitset over the run.
+    Runs,
     /// The reference model: linear scans under one lock. For tests and baselines only.
     Reference,
 }
@@ -92,3 +95,4 @@ mod worker_set;
 pub mod positional;
 pub mod radix;
 pub mod reference;
+pub mod runs;

@@ -125,6 +125,30 @@ impl WorkerTiers {
         }
     }
 
+    /// For a name restored from a snapshot on `tiers`: the tier to store it on first (its
+    /// fastest); [`WorkerTiers::restored_rest`] adds the others once it is stored.
+    pub(crate) fn restored_first(tiers: TierMask) -> Tier {
+        Tier::ALL[fastest(tiers)]
+    }
+
+    /// Adds the tiers of a restored name (of `key`, stored on
+    /// [`WorkerTiers::restored_first`]) other than that first one.
+    pub(crate) fn restored_rest(
+        &mut self,
+        name: u64,
+        key: u64,
+        tiers: TierMask,
+        activity: &TierActivity,
+    ) {
+        let first = Self::restored_first(tiers);
+        for tier in Tier::ALL
+            .iter()
+            .filter(|t| tiers & t.bit() != 0 && **t != first)
+        {
+            self.stored(name, key, *tier, true, activity);
+        }
+    }
+
     /// Takes `tier` off held `name`.
     pub(crate) fn remove_tier(
         &mut self,

@@ -602,6 +602,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::index::positional::PositionalIndex;
     use crate::index::radix::RadixIndex;
+    use crate::index::runs::RunsIndex;
     use crate::model::Event;
 
     /// The points of a read where the hook runs.
@@ -677,7 +678,8 @@ pub(crate) mod tests {
     const W1: Worker = Worker::new(1, 0);
     const W2: Worker = Worker::new(2, 0);
 
-    fn chain(worker: Worker, locals: &[u64], base: u64) -> Event {
+    /// A chain from position 0 with these locals, named `base`, `base + 1`, ...
+    pub(crate) fn chain(worker: Worker, locals: &[u64], base: u64) -> Event {
         let blocks = locals
             .iter()
             .enumerate()
@@ -696,6 +698,7 @@ pub(crate) mod tests {
             ("positional(jump=4)", Arc::new(PositionalIndex::new(4))),
             ("positional(jump=32)", Arc::new(PositionalIndex::new(32))),
             ("radix", Arc::new(RadixIndex::new())),
+            ("runs", Arc::new(RunsIndex::new())),
         ]
     }
 

@@ -221,6 +221,20 @@ pub(crate) struct DecodedWorker {
     pub(crate) has_anchors: bool,
 }
 
+impl DecodedWorker {
+    /// Fails for a section with anchors, for the backends that rebuild blocks from their
+    /// paths only (every backend but the positional one).
+    pub(crate) fn paths_only(&self) -> Result<(), Error> {
+        if self.has_anchors {
+            return Err(Error::InvalidArgument(
+                "the snapshot has orphans known by identity only (written by the positional \
+                 backend); only the positional backend can restore them",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Where the decoder reads one section's records from: the stream, a chunk at a time
 /// (`stream.rs`), or a slice (the tests). A read past the records is malformed.
 pub(crate) trait RecordBytes {

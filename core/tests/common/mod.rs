@@ -32,6 +32,16 @@ pub fn configs() -> Vec<(String, Config)> {
                 queue_bytes: 0,
             },
         ));
+        out.push((
+            format!("runs(threads={threads})"),
+            Config {
+                backend: BackendKind::Runs,
+                event_threads: threads,
+                jump_size: 0,
+                queue_capacity: 4,
+                queue_bytes: 0,
+            },
+        ));
     }
     out
 }

@@ -10,7 +10,7 @@
 use super::{Placed, PositionalIndex, WorkerState};
 use crate::identity::{mix, IDENTITY_SEED};
 use crate::index::records::{Record, Records, NONE};
-use crate::model::{fastest, Tier, TIERS};
+use crate::index::tiers::WorkerTiers;
 use crate::snapshot::{DecodedWorker, ExportParent, Exporter};
 use crate::Error;
 
@@ -79,15 +79,11 @@ impl PositionalIndex {
             for &(name, tiers) in names {
                 // Every node records its own touch: readers overlapping a restore re-read.
                 let mut touched = false;
-                let first = Tier::ALL[fastest(tiers)];
+                let first = WorkerTiers::restored_first(tiers);
                 self.add_name(state, slot, name, placed, NONE, first, &mut touched);
-                for tier in Tier::ALL[..TIERS].iter().filter(|t| tiers & t.bit() != 0) {
-                    if *tier != first {
-                        state
-                            .tiers
-                            .stored(name, node.identity, *tier, true, activity);
-                    }
-                }
+                state
+                    .tiers
+                    .restored_rest(name, node.identity, tiers, activity);
             }
         }
         // A nameless node is a parent the worker knew the block of: keep that knowledge.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::{Node, NodeState, RadixIndex, WorkerState};
-use crate::model::{fastest, Tier};
+use crate::index::tiers::WorkerTiers;
 use crate::snapshot::{DecodedWorker, ExportParent, Exporter};
 use crate::Error;
 
@@ -41,12 +41,7 @@ impl RadixIndex {
         slot: u32,
         section: &DecodedWorker,
     ) -> Result<(), Error> {
-        if section.has_anchors {
-            return Err(Error::InvalidArgument(
-                "the snapshot has orphans known by identity only (written by the positional \
-                 backend); the radix backend cannot restore them",
-            ));
-        }
+        section.paths_only()?;
         state.names.reserve(section.names.len());
         let mut made: Vec<Arc<Node>> = Vec::with_capacity(section.nodes.len());
         for node in &section.nodes {
@@ -62,17 +57,13 @@ impl RadixIndex {
                 self.attach(&parent, node.local, slot, &mut false)
             };
             for &(name, tiers) in names {
-                let first = Tier::ALL[fastest(tiers)];
+                let first = WorkerTiers::restored_first(tiers);
                 self.add_name(state, slot, name, Arc::clone(&child), newly_held, first);
                 newly_held = false; // its other names are extra ones
-                for tier in Tier::ALL
-                    .iter()
-                    .filter(|t| tiers & t.bit() != 0 && **t != first)
-                {
-                    state
-                        .tiers
-                        .stored(name, child.tier_key(), *tier, true, &self.registry.tiers);
-                }
+                let activity = &self.registry.tiers;
+                state
+                    .tiers
+                    .restored_rest(name, child.tier_key(), tiers, activity);
             }
             made.push(child);
         }

@@ -1,0 +1,136 @@
+//! One run: consecutive blocks of one prefix path, stored once for every worker holding
+//! them, with its holders and the runs hung below it.
+
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+
+use super::holders::Holders;
+
+/// The longest a run grows; a chain goes on in a child run. Offsets fit in [`OFFSET_BITS`].
+pub(super) const MAX_RUN: u32 = 1 << OFFSET_BITS;
+const OFFSET_BITS: u32 = 12;
+
+/// A run of blocks. Its blocks' positions and prefixes are implicit: `start` and the path
+/// from the root.
+pub(super) struct Run {
+    /// Unique within the index (0 for the root); with an offset, names a block ([`Spot::key`]).
+    pub(super) id: u64,
+    /// Position of the run's first block (the root: 0, with no blocks).
+    pub(super) start: u32,
+    /// How many blocks of the parent run come before this one (the root's children: 0).
+    pub(super) hang: u32,
+    /// The local hash of the first block, kept for unlinking after the run is trimmed.
+    pub(super) first: u64,
+    pub(super) parent: Weak<Run>,
+    pub(super) state: RwLock<RunState>,
+}
+
+/// What writers change, under the run's lock.
+#[derive(Default)]
+pub(super) struct RunState {
+    /// Local hashes of the run's blocks (never empty for a run other than the root).
+    pub(super) locals: Vec<u64>,
+    pub(super) holders: Holders,
+    /// `(hang, first local)` -> the run continuing after `hang` blocks of this one with that
+    /// block. For `hang < locals.len()`, the first local differs from `locals[hang]`.
+    pub(super) children: FxHashMap<(u32, u64), Arc<Run>>,
+    /// Unlinked from its parent; kept alive only by stale references.
+    pub(super) unlinked: bool,
+}
+
+impl Run {
+    /// The root: no blocks, children hung at 0.
+    pub(super) fn root() -> Self {
+        Self {
+            id: 0,
+            start: 0,
+            hang: 0,
+            first: 0,
+            parent: Weak::new(),
+            state: RwLock::new(RunState::default()),
+        }
+    }
+
+    /// A new run of one block, hung after `hang` blocks of `parent`.
+    pub(super) fn child(id: u64, parent: &Arc<Run>, hang: u32, local: u64) -> Self {
+        Self {
+            id,
+            start: parent.start + hang,
+            hang,
+            first: local,
+            parent: Arc::downgrade(parent),
+            state: RwLock::new(RunState {
+                locals: vec![local],
+                ..RunState::default()
+            }),
+        }
+    }
+
+    pub(super) fn is_root(&self) -> bool {
+        self.id == 0
+    }
+}
+
+impl RunState {
+    /// Where the block after `hang` blocks of this run with local `local` is, if it exists.
+    pub(super) fn next(&self, run: &Arc<Run>, hang: u32, local: u64) -> Option<Spot> {
+        if self.locals.get(hang as usize) == Some(&local) {
+            return Some(Spot {
+                run: Arc::clone(run),
+                offset: hang,
+            });
+        }
+        self.children.get(&(hang, local)).map(|child| Spot {
+            run: Arc::clone(child),
+            offset: 0,
+        })
+    }
+
+    /// Drops the blocks at the end that nobody holds and nothing hangs after (a run other
+    /// than the root keeps its first block until it is unlinked).
+    pub(super) fn trim(&mut self, run: &Run) {
+        if run.is_root() {
+            return;
+        }
+        let hung = self
+            .children
+            .keys()
+            .map(|&(hang, _)| hang)
+            .max()
+            .unwrap_or(0);
+        let keep = self.holders.end().max(hung).max(1) as usize;
+        if keep < self.locals.len() {
+            self.locals.truncate(keep);
+            self.locals.shrink_to_fit();
+        }
+    }
+}
+
+/// One block: a run and an offset in it.
+#[derive(Clone)]
+pub(super) struct Spot {
+    pub(super) run: Arc<Run>,
+    pub(super) offset: u32,
+}
+
+impl Spot {
+    /// Unique among the blocks alive in the index (a worker's blocks stay alive while held).
+    pub(super) fn key(&self) -> u64 {
+        key(self.run.id, self.offset)
+    }
+
+    pub(super) fn position(&self) -> u32 {
+        self.run.start + self.offset
+    }
+
+    pub(super) fn same(&self, other: &Spot) -> bool {
+        Arc::ptr_eq(&self.run, &other.run) && self.offset == other.offset
+    }
+}
+
+/// The key of block `offset` of run `id`.
+pub(super) fn key(id: u64, offset: u32) -> u64 {
+    id << OFFSET_BITS | u64::from(offset)
+}

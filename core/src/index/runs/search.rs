@@ -1,0 +1,138 @@
+//! Reads: a query walks down the runs its blocks spell, one run at a time under that run's
+//! read lock. In each run it compares the query's local hashes with the run's in one loop,
+//! then finds how far each worker still in the race holds the run from its start; a worker
+//! that stops short there is done, the others go on to the run hung where the query leaves
+//! this one. The walk is a loop: its stack does not grow with the chain.
+
+use std::sync::Arc;
+
+use super::run::{Run, RunState};
+use super::RunsIndex;
+use crate::index::worker_blocks::{push_depth, SlotDepth};
+
+/// Per-thread buffers of a search.
+#[derive(Default)]
+pub(super) struct Scratch {
+    active: Vec<u32>,
+    kept: Vec<u32>,
+}
+
+thread_local! {
+    pub(super) static SCRATCH: std::cell::RefCell<Scratch> =
+        std::cell::RefCell::new(Scratch::default());
+}
+
+/// How many of the run's blocks, from its start, equal the query's (`query` starts at the
+/// run's first position).
+fn matched(state: &RunState, query: &[u64]) -> u32 {
+    state
+        .locals
+        .iter()
+        .zip(query)
+        .take_while(|(a, b)| a == b)
+        .count() as u32
+}
+
+impl RunsIndex {
+    /// The run starting at position 0 with `first_local`, if any.
+    fn first_run(&self, first_local: u64) -> Option<Arc<Run>> {
+        self.root
+            .state
+            .read()
+            .children
+            .get(&(0, first_local))
+            .cloned()
+    }
+
+    /// See [`crate::index::worker_blocks::WorkerBlocks::first_holders`].
+    pub(super) fn first_holders_into(&self, first_local: u64, out: &mut Vec<u32>) {
+        out.clear();
+        if let Some(run) = self.first_run(first_local) {
+            let state = run.state.read();
+            out.extend(
+                state
+                    .holders
+                    .as_slice()
+                    .iter()
+                    .filter(|h| h.holds(0))
+                    .map(|h| h.slot),
+            );
+        }
+    }
+
+    /// See [`crate::index::worker_blocks::WorkerBlocks::search`].
+    pub(super) fn search_with(&self, query: &[u64], s: &mut Scratch, out: &mut Vec<SlotDepth>) {
+        let n = query.len().min(u32::MAX as usize);
+        let query = &query[..n];
+        s.active.clear();
+        let Some(&first) = query.first() else {
+            return;
+        };
+        let mut next = self.first_run(first);
+        let mut pos = 0usize;
+        let mut entered = false;
+        while let Some(run) = next.take() {
+            let state = run.state.read();
+            let m = matched(&state, &query[pos..]);
+            s.kept.clear();
+            if !entered {
+                entered = true;
+                for holder in state.holders.as_slice() {
+                    let held = holder.held_prefix(m);
+                    if held < m {
+                        push_depth(out, holder.slot, pos + held as usize);
+                    } else {
+                        s.kept.push(holder.slot);
+                    }
+                }
+            } else {
+                for &slot in &s.active {
+                    let held = state.holders.of(slot).map_or(0, |h| h.held_prefix(m));
+                    if held < m {
+                        push_depth(out, slot, pos + held as usize);
+                    } else {
+                        s.kept.push(slot);
+                    }
+                }
+            }
+            std::mem::swap(&mut s.active, &mut s.kept);
+            pos += m as usize;
+            if s.active.is_empty() || pos == n {
+                break;
+            }
+            next = state.children.get(&(m, query[pos])).cloned();
+        }
+        for &slot in &s.active {
+            push_depth(out, slot, pos);
+        }
+    }
+
+    /// Walks the query for one slot, calling `visit` with each block it holds (its run and
+    /// offset) up to the first it does not; returns how many it holds.
+    pub(super) fn walk_slot(
+        &self,
+        slot: u32,
+        query: &[u64],
+        visit: &mut dyn FnMut(&Run, u32),
+    ) -> usize {
+        let Some(&first) = query.first() else {
+            return 0;
+        };
+        let mut next = self.first_run(first);
+        let mut pos = 0usize;
+        while let Some(run) = next.take() {
+            let state = run.state.read();
+            let m = matched(&state, &query[pos..]);
+            let held = state.holders.of(slot).map_or(0, |h| h.held_prefix(m));
+            for offset in 0..held {
+                visit(&run, offset);
+            }
+            pos += held as usize;
+            if held < m || pos == query.len() {
+                return pos;
+            }
+            next = state.children.get(&(m, query[pos])).cloned();
+        }
+        pos
+    }
+}

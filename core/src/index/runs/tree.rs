@@ -1,0 +1,128 @@
+//! Writers' changes to the shared runs: a worker starts or stops holding a block.
+//!
+//! Lock order: a run before the runs hung below it, as in the radix tree; a writer holds at
+//! most a run and one child. A run's unheld tail is trimmed as soon as nothing hangs after
+//! it, and a run nobody holds with nothing hung below is unlinked at once (then its parent
+//! is checked the same way), so no run outlives the last worker using it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::run::{Run, RunState, Spot, MAX_RUN};
+use super::RunsIndex;
+
+impl RunsIndex {
+    /// Marks the block after `hang` blocks of `run` with local `local` held by `slot`,
+    /// appending it to `run` or hanging a new run if it does not exist; returns where it is
+    /// and whether `slot` did not hold it before. `run` must be the root or hold a block of
+    /// `slot` before `hang` (so it stays linked). Records the first touch of a change for
+    /// readers (`touched` false until then); the blocks a store attaches after that lie
+    /// below it, so that one record covers them.
+    pub(super) fn attach(
+        &self,
+        run: &Arc<Run>,
+        hang: u32,
+        local: u64,
+        slot: u32,
+        touched: &mut bool,
+    ) -> (Spot, bool) {
+        let mut state = run.state.write();
+        debug_assert!(!state.unlinked, "attach to an unlinked run");
+        if !*touched {
+            self.registry.touch(slot, run.start + hang, local);
+            *touched = true;
+        }
+        if state.locals.get(hang as usize) == Some(&local) {
+            let newly = state.holders.insert(slot, hang);
+            let spot = Spot {
+                run: Arc::clone(run),
+                offset: hang,
+            };
+            return (spot, newly);
+        }
+        if let Some(child) = state.children.get(&(hang, local)) {
+            let newly = child.state.write().holders.insert(slot, 0);
+            let spot = Spot {
+                run: Arc::clone(child),
+                offset: 0,
+            };
+            return (spot, newly);
+        }
+        if !run.is_root() && hang as usize == state.locals.len() && hang < MAX_RUN {
+            state.locals.push(local);
+            state.holders.insert(slot, hang);
+            let spot = Spot {
+                run: Arc::clone(run),
+                offset: hang,
+            };
+            return (spot, true);
+        }
+        let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
+        let child = Run::child(id, run, hang, local);
+        child.state.write().holders.insert(slot, 0);
+        let child = Arc::new(child);
+        state.children.insert((hang, local), Arc::clone(&child));
+        (
+            Spot {
+                run: child,
+                offset: 0,
+            },
+            true,
+        )
+    }
+
+    /// Stops `slot` holding the block at `spot` and reclaims what that leaves unused.
+    pub(super) fn detach(&self, spot: &Spot, slot: u32) {
+        {
+            let mut state = spot.run.state.write();
+            let local = state.locals[spot.offset as usize];
+            self.registry.touch(slot, spot.position(), local);
+            state.holders.remove(slot, spot.offset);
+            state.trim(&spot.run);
+        }
+        unlink_unused(Arc::clone(&spot.run));
+    }
+
+    /// Stops `slot` holding any block of `run` and reclaims what that leaves unused.
+    pub(super) fn detach_run(&self, run: &Arc<Run>, slot: u32) {
+        {
+            let mut state = run.state.write();
+            let RunState {
+                locals, holders, ..
+            } = &mut *state;
+            if let Some(holder) = holders.of(slot) {
+                for offset in holder.offsets() {
+                    self.registry
+                        .touch(slot, run.start + offset, locals[offset as usize]);
+                }
+            }
+            holders.remove_slot(slot);
+            state.trim(run);
+        }
+        unlink_unused(Arc::clone(run));
+    }
+}
+
+/// Unlinks `run` if nobody holds it and nothing hangs below it, then its parent the same way.
+fn unlink_unused(mut run: Arc<Run>) {
+    while let Some(parent) = run.parent.upgrade() {
+        let mut parent_state = parent.state.write();
+        let mut state = run.state.write();
+        if state.unlinked || !state.holders.is_empty() || !state.children.is_empty() {
+            return;
+        }
+        let key = (run.hang, run.first);
+        if parent_state
+            .children
+            .get(&key)
+            .is_some_and(|child| Arc::ptr_eq(child, &run))
+        {
+            parent_state.children.remove(&key);
+        }
+        state.unlinked = true;
+        drop(state);
+        parent_state.trim(&parent);
+        drop(parent_state);
+        run = parent;
+    }
+}
