@@ -6,6 +6,8 @@
 #  2. Nothing in the repository points outside it: no tracked file names the sibling folder
 #     "shared" (as a relative path from the clone), which a clone does not have, and every
 #     relative link of a tracked Markdown file resolves to a file of the repository.
+#     Figures the build decides (how many functions the library exports, the libraries' sizes)
+#     are not written in README.md, ARCHITECTURE.md or docs/*.md: a runnable block prints them.
 #  3. The API docs build without warnings: RUSTDOCFLAGS="-D warnings" cargo doc; from the root
 #     with no -p (what `cargo doc --no-deps --open` does) they are the index's, the kvidx crate.
 # Usage: bash scripts/test-docs.sh [--list]   (--list prints the blocks and runs nothing)
@@ -101,6 +103,12 @@ while IFS= read -r md; do
 done < <(git ls-files '*.md')
 [ "$broken" -eq 0 ] || fail "$broken Markdown links point outside the repository or nowhere"
 ok "every relative Markdown link resolves inside the repository"
+# Figures that drift with every build: an export count, a library's size.
+if grep -nE 'kvidx_\*` functions[^|]*\([0-9]+\)|[0-9]+ (exported )?`?kvidx_\*`? functions|libkvidx\.(so|a)`? (is )?[0-9.]+ ?([KMG]i?B)' \
+  README.md ARCHITECTURE.md docs/*.md; then
+  fail "the docs state an export count or a library size: print it from a runnable block instead"
+fi
+ok "no export count or library size written in the docs"
 
 # 3. API docs without warnings; the root's are the index's (target/doc/kvidx/index.html).
 root_doc="$(RUSTDOCFLAGS="-D warnings" cargo doc --no-deps 2>&1)" ||
