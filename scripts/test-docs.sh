@@ -6,7 +6,10 @@
 #  2. Nothing in the repository points outside it: no tracked file names the sibling folder
 #     "shared" (as a relative path from the clone), which a clone does not have, and every
 #     relative link of a tracked Markdown file resolves to a file of the repository.
-#  3. The API docs build without warnings: RUSTDOCFLAGS="-D warnings" cargo doc.
+#     Figures the build decides (how many functions the library exports, the libraries' sizes)
+#     are not written in README.md, ARCHITECTURE.md or docs/*.md: a runnable block prints them.
+#  3. The API docs build without warnings: RUSTDOCFLAGS="-D warnings" cargo doc; from the root
+#     with no -p (what `cargo doc --no-deps --open` does) they are the index's, the kvidx crate.
 # Usage: bash scripts/test-docs.sh [--list]   (--list prints the blocks and runs nothing)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -100,8 +103,19 @@ while IFS= read -r md; do
 done < <(git ls-files '*.md')
 [ "$broken" -eq 0 ] || fail "$broken Markdown links point outside the repository or nowhere"
 ok "every relative Markdown link resolves inside the repository"
+# Figures that drift with every build: an export count, a library's size.
+if grep -nE 'kvidx_\*` functions[^|]*\([0-9]+\)|[0-9]+ (exported )?`?kvidx_\*`? functions|libkvidx\.(so|a)`? (is )?[0-9.]+ ?([KMG]i?B)' \
+  README.md ARCHITECTURE.md docs/*.md; then
+  fail "the docs state an export count or a library size: print it from a runnable block instead"
+fi
+ok "no export count or library size written in the docs"
 
-# 3. API docs without warnings.
+# 3. API docs without warnings; the root's are the index's (target/doc/kvidx/index.html).
+root_doc="$(RUSTDOCFLAGS="-D warnings" cargo doc --no-deps 2>&1)" ||
+  { echo "$root_doc" >&2; fail "cargo doc --no-deps from the root failed"; }
+grep -qE 'Generated .*/doc/kvidx/index\.html' <<<"$root_doc" ||
+  { echo "$root_doc" >&2; fail "cargo doc --no-deps from the root does not document the kvidx crate"; }
+ok "cargo doc --no-deps from the root generates doc/kvidx/index.html"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet ||
   fail "cargo doc --workspace reports warnings"
 ok "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps"

@@ -15,7 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -44,6 +44,8 @@ type options struct {
 	maxInflight int64
 	limits      Limits
 	timeouts    timeouts
+	// logLevel is the lowest level logged (-log-level): debug logs every request.
+	logLevel slog.Level
 	// nats is --nats mode: events come from the KVIDX_EVENTS stream (docs/replicas.md).
 	nats natsOptions
 }
@@ -69,6 +71,7 @@ func defaultOptions() options {
 		maxBody:       8 << 20,
 		maxInflight:   256 << 20,
 		limits:        DefaultLimits(),
+		logLevel:      slog.LevelInfo,
 		timeouts:      timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
 		nats:          defaultNATSOptions(),
 	}
@@ -79,16 +82,19 @@ func main() {
 	if done {
 		os.Exit(exit)
 	}
+	logger := newLogger(os.Stderr, o.logLevel)
+	slog.SetDefault(logger)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		log.Fatal(err)
+		fatal(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv, ix, rep, err := newReplicaServer(ctx, o)
 	if err != nil {
-		log.Fatal(err)
+		fatal(err)
 	}
+	srv.Handler = logRequests(srv.Handler, logger)
 	defer ix.Close()
 	if rep != nil {
 		defer rep.close()
@@ -103,10 +109,16 @@ func main() {
 	if o.nats.url != "" {
 		mode = "stream " + streamName + " on " + o.nats.url
 	}
-	log.Printf("go-router listening on %s (backend %s, events from %s)", ln.Addr(), o.backend, mode)
+	logger.Info("go-router listening", "addr", ln.Addr().String(), "backend", o.backend, "events", mode, "log_level", o.logLevel.String())
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Fatal(err)
+		fatal(err)
 	}
+}
+
+// fatal logs err at error level and exits with status 1.
+func fatal(err error) {
+	slog.Error(err.Error())
+	os.Exit(1)
 }
 
 // usageHeader opens the usage text, above the flags.
@@ -144,6 +156,7 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.DurationVar(&o.timeouts.read, "read-timeout", o.timeouts.read, "time to receive a whole request, body included")
 	fs.DurationVar(&o.timeouts.write, "write-timeout", o.timeouts.write, "time to handle a request and write its response")
 	fs.DurationVar(&o.timeouts.idle, "idle-timeout", o.timeouts.idle, "time a kept-alive connection may wait for its next request")
+	fs.TextVar(&o.logLevel, "log-level", o.logLevel, "lowest level logged on stderr: debug (every request: method, path, status, duration), info (start, replica progress, errors), warn or error")
 	fs.StringVar(&o.nats.url, "nats", "", "NATS URL (e.g. nats://127.0.0.1:4222): consume engine batches from the KVIDX_EVENTS JetStream stream, snapshot to the KVIDX_SNAPSHOTS object store, POST /events off")
 	fs.Uint64Var(&o.nats.snapshotMsgs, "snapshot-msgs", o.nats.snapshotMsgs, "--nats: save a snapshot after this many stream messages")
 	fs.DurationVar(&o.nats.snapshotEvery, "snapshot-every", o.nats.snapshotEvery, "--nats: save a snapshot at least this often while messages arrive")

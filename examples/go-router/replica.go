@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,8 @@ type replica struct {
 	// skippedSeqs counts stream sequences never delivered (deleted from the stream).
 	skippedSeqs atomic.Uint64
 	reconnects  atomic.Uint64
+	// applyNanos is the time spent handling messages (applying them) since start.
+	applyNanos atomic.Int64
 
 	// boot is what the start-up did; fixed once the consumer runs.
 	boot bootReport
@@ -142,11 +145,40 @@ type snapshotReport struct {
 
 // catchUpReport is the first time the consumer reached the end of the stream.
 type catchUpReport struct {
+	// Ms is the time from the consumer's start to the end of the stream, idle time included
+	// (waiting for a stream that was empty, or for messages published later).
 	Ms       float64 `json:"ms"`
 	Messages uint64  `json:"messages"`
 	Events   uint64  `json:"events"`
-	// EventsPerSec is Events / Ms: the catch-up rate.
+	// ApplyMs is the part of Ms spent handling the messages.
+	ApplyMs float64 `json:"apply_ms"`
+	// EventsPerSec is Events / ApplyMs: the rate of applying (0 when nothing was applied).
 	EventsPerSec float64 `json:"events_per_sec"`
+}
+
+// newCatchUpReport is the report of a catch-up that took wall in all, apply of it handling
+// messages.
+func newCatchUpReport(wall, apply time.Duration, messages, events uint64) *catchUpReport {
+	c := &catchUpReport{Ms: float64(wall.Microseconds()) / 1e3, ApplyMs: float64(apply.Microseconds()) / 1e3,
+		Messages: messages, Events: events}
+	if apply > 0 {
+		c.EventsPerSec = float64(events) / apply.Seconds()
+	}
+	return c
+}
+
+// catchUpMessage is the log line of a catch-up that ended at stream sequence seq: the rate
+// is over the time spent applying only, and the time waited for messages is said apart.
+func catchUpMessage(seq uint64, c *catchUpReport) string {
+	if c.Messages == 0 {
+		return fmt.Sprintf("replica: caught up with the stream at %d: nothing to apply (%.1f ms after the consumer started)", seq, c.Ms)
+	}
+	msg := fmt.Sprintf("replica: caught up with the stream at %d: %d messages, %d events applied in %.1f ms (%.0f events/s)",
+		seq, c.Messages, c.Events, c.ApplyMs, c.EventsPerSec)
+	if idle := c.Ms - c.ApplyMs; idle >= 1 {
+		msg += fmt.Sprintf("; idle %.1f ms of the %.1f ms since the consumer started (waiting for messages)", idle, c.Ms)
+	}
+	return msg
 }
 
 // startReplica connects to NATS, loads the newest valid snapshot (older ones, then a full
@@ -162,15 +194,15 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 	r := &replica{o: o, router: router}
 	r.streamApplier = newStreamApplier(ix, func(k workerKey) {
 		if _, err := router.Register([]workerKey{k}); err != nil {
-			log.Printf("replica: worker %d rank %d is not a routing candidate: %v", k.ID, k.DpRank, err)
+			slog.Warn(fmt.Sprintf("replica: worker %d rank %d is not a routing candidate: %v", k.ID, k.DpRank, err))
 		}
 	})
 	nc, err := nats.Connect(o.url, nats.Name("kvidx-go-router"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Printf("nats: disconnected: %v", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn(fmt.Sprintf("nats: disconnected: %v", err)) }),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			r.reconnects.Add(1)
-			log.Printf("nats: reconnected to %s", c.ConnectedUrl())
+			slog.Info(fmt.Sprintf("nats: reconnected to %s", c.ConnectedUrl()))
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("nats connect %s: %w", o.url, err)
@@ -234,7 +266,7 @@ func (r *replica) checkRetention(ctx context.Context) error {
 	if !r.o.allowGap {
 		return err
 	}
-	log.Printf("replica: %v (starting anyway: --allow-stream-gap)", err)
+	slog.Warn(fmt.Sprintf("replica: %v (starting anyway: --allow-stream-gap)", err))
 	r.boot.Gap = first - next
 	return nil
 }
@@ -250,7 +282,7 @@ func retry[T any](ctx context.Context, what string, f func(context.Context) (T, 
 			return v, nil
 		}
 		if attempt%20 == 0 {
-			log.Printf("nats: %s: %v (retrying)", what, err)
+			slog.Warn(fmt.Sprintf("nats: %s: %v (retrying)", what, err))
 		}
 		select {
 		case <-ctx.Done():
@@ -325,8 +357,8 @@ func (r *replica) bootstrap(ctx context.Context) error {
 			r.adopt(env)
 			r.boot.Watermarks = r.watermarks()
 			r.boot.FeedPublishers = r.feedPublishers()
-			log.Printf("replica: restored %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d; consuming from %d",
-				name, r.boot.BootstrapMs, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark, env.seq+1)
+			slog.Info(fmt.Sprintf("replica: restored %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d; consuming from %d",
+				name, r.boot.BootstrapMs, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark, env.seq+1))
 			return nil
 		}
 		r.resetFeeds()
@@ -338,13 +370,13 @@ func (r *replica) bootstrap(ctx context.Context) error {
 		case errors.Is(err, kvidx.ErrMalformed) || errors.Is(err, errBadEnvelope):
 			kind = "is malformed"
 		}
-		log.Printf("replica: snapshot %s %s (%v); falling back to an older one", name, kind, err)
+		slog.Warn(fmt.Sprintf("replica: snapshot %s %s (%v); falling back to an older one", name, kind, err))
 		r.boot.Failed = append(r.boot.Failed, name+": "+err.Error())
 		if st, err := r.ix.Stats(); err != nil || st.Workers != 0 || st.WorkerBlocks != 0 {
 			return fmt.Errorf("the index is not empty after a failed restore of %s (%+v, %v)", name, st, err)
 		}
 	}
-	log.Printf("replica: no usable snapshot in %s (%d tried): full replay of %s", snapshotBucket, len(r.boot.Failed), streamName)
+	slog.Info(fmt.Sprintf("replica: no usable snapshot in %s (%d tried): full replay of %s", snapshotBucket, len(r.boot.Failed), streamName))
 	return nil
 }
 
@@ -391,7 +423,7 @@ func (r *replica) deleteStale(ctx context.Context, name string) {
 	if err := r.store.Delete(c, name); err == nil {
 		r.deleted.Add(1)
 	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-		log.Printf("replica: deleting snapshot %s of a deleted stream: %v", name, err)
+		slog.Warn(fmt.Sprintf("replica: deleting snapshot %s of a deleted stream: %v", name, err))
 	}
 }
 
@@ -428,7 +460,7 @@ func (r *replica) consume(ctx context.Context) error {
 	// Short pull expiries and heartbeats: a restarted server is noticed within seconds.
 	r.cc, err = cons.Consume(r.handle, jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			log.Printf("replica: consumer: %v", err)
+			slog.Error(fmt.Sprintf("replica: consumer: %v", err))
 		}))
 	return err
 }
@@ -437,7 +469,7 @@ func (r *replica) consume(ctx context.Context) error {
 func (r *replica) handle(m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
-		log.Printf("replica: message without metadata: %v", err)
+		slog.Error(fmt.Sprintf("replica: message without metadata: %v", err))
 		return
 	}
 	if r.streamReset.Load() != nil {
@@ -455,14 +487,17 @@ func (r *replica) handle(m jetstream.Msg) {
 		r.skippedSeqs.Add(seq - prev - 1)
 	}
 	r.consumed.Add(1)
+	start := time.Now()
 	err = r.handleMsg(streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data()})
+	r.applyNanos.Add(int64(time.Since(start)))
 	if errors.Is(err, errIndexUnusable) {
-		log.Fatalf("replica: %v", err)
+		slog.Error(fmt.Sprintf("replica: %v", err))
+		os.Exit(1)
 	}
 	if err != nil {
 		r.badMessages.Add(1)
 		if n := r.badMessages.Load(); n <= 10 || n%1000 == 0 {
-			log.Printf("replica: message %d (%s) refused: %v (%d so far)", seq, m.Subject(), err, n)
+			slog.Warn(fmt.Sprintf("replica: message %d (%s) refused: %v (%d so far)", seq, m.Subject(), err, n))
 		}
 	}
 	r.sinceSnapshot.Add(1)
@@ -478,14 +513,8 @@ func (r *replica) noteCaughtUp() {
 	if r.caughtUp != nil {
 		return
 	}
-	d := time.Since(r.consumeFrom)
-	c := &catchUpReport{Ms: float64(d.Microseconds()) / 1e3, Messages: r.consumed.Load(), Events: r.events.Load()}
-	if d > 0 {
-		c.EventsPerSec = float64(c.Events) / d.Seconds()
-	}
-	r.caughtUp = c
-	log.Printf("replica: caught up with the stream at %d: %d messages, %d events in %.1f ms (%.0f events/s)",
-		r.applied.Load(), c.Messages, c.Events, c.Ms, c.EventsPerSec)
+	r.caughtUp = newCatchUpReport(time.Since(r.consumeFrom), time.Duration(r.applyNanos.Load()), r.consumed.Load(), r.events.Load())
+	slog.Info(catchUpMessage(r.applied.Load(), r.caughtUp))
 }
 
 // pollStream keeps the stream's state fresh (see pollOnce).
@@ -529,7 +558,7 @@ func (r *replica) snapshotLoop(ctx context.Context) {
 		last = time.Now()
 		if err := r.saveSnapshot(ctx); err != nil {
 			r.failed.Add(1)
-			log.Printf("replica: saving a snapshot: %v", err)
+			slog.Error(fmt.Sprintf("replica: saving a snapshot: %v", err))
 		}
 	}
 }
@@ -579,8 +608,8 @@ func (r *replica) saveSnapshot(ctx context.Context) error {
 	r.lastSnap = snapshotReport{Name: name, Seq: s, At: time.Now(), Start: start,
 		Ms: float64(time.Since(start).Microseconds()) / 1e3, Info: info}
 	r.saved.Add(1)
-	log.Printf("replica: saved %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d",
-		name, r.lastSnap.Ms, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark)
+	slog.Info(fmt.Sprintf("replica: saved %s in %.1f ms: %d workers, %d blocks, %d bytes, watermarks %d..%d",
+		name, r.lastSnap.Ms, info.Workers, info.Blocks, info.Bytes, info.MinWatermark, info.MaxWatermark))
 	r.prune(ctx)
 	return nil
 }
@@ -608,7 +637,7 @@ func (r *replica) prune(ctx context.Context) {
 		if err := r.store.Delete(c, name); err == nil {
 			r.deleted.Add(1)
 		} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-			log.Printf("replica: deleting old snapshot %s: %v", name, err)
+			slog.Warn(fmt.Sprintf("replica: deleting old snapshot %s: %v", name, err))
 		}
 	}
 }
@@ -687,7 +716,7 @@ func (r *replica) report() (replicaReport, error) {
 func (r *replica) writeMetrics(w io.Writer) {
 	rep, err := r.report()
 	if err != nil {
-		log.Printf("replica metrics: %v", err)
+		slog.Error(fmt.Sprintf("replica metrics: %v", err))
 		return
 	}
 	counter := func(name, help string, v uint64) {

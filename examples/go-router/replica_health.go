@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -59,7 +59,7 @@ func (r *replica) observeStream(applied uint64, in *jetstream.StreamInfo, err er
 // stops applying messages and answers /route with 503 until it is restarted.
 func (r *replica) noteStreamReset(reason string) {
 	if r.streamReset.CompareAndSwap(nil, &reason) {
-		log.Printf("replica: %s: no longer routing or applying; restart this replica to rebuild its index from the new stream", reason)
+		slog.Error(fmt.Sprintf("replica: %s: no longer routing or applying; restart this replica to rebuild its index from the new stream", reason))
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"path"
@@ -167,7 +167,7 @@ func (s *server) fail(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	if err := json.NewEncoder(w).Encode(errorResponse{Error: msg}); err != nil {
-		log.Printf("writing response: %v", err)
+		slog.Warn(fmt.Sprintf("writing response: %v", err))
 	}
 }
 
@@ -509,6 +509,6 @@ func (s *server) getReplica(w http.ResponseWriter, _ *http.Request) {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(v); err != nil {
-		log.Printf("writing response: %v", err)
+		slog.Warn(fmt.Sprintf("writing response: %v", err))
 	}
 }
