@@ -14,9 +14,12 @@
 //! The handoff is one lock per write on the sender's side and one per batch on the thread's:
 //! senders append to a vector the thread swaps for its own empty one (both keep their
 //! capacity, so a steady stream allocates nothing), and the bounds are plain counters under
-//! the same lock (the thread returns the room of applied writes every [`RELEASE_EVERY`]
-//! writes and whenever it takes a batch). A thread with nothing queued spins briefly, then
-//! sleeps; a sender wakes it only when it sleeps.
+//! the same lock; the thread returns the room of applied writes when it takes its next batch
+//! (and every [`RELEASE_EVERY`] writes while a sender waits for room). Between batches the
+//! thread watches a hint the senders publish (a plain load, not the lock) through a few
+//! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
+//! a barrier is queued or a sender waits, or as soon as anything is queued once it has
+//! stopped spinning; with nothing queued it sleeps, and a sender wakes it only then.
 
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -39,18 +42,34 @@ enum Job {
     Barrier(Sender<Result<(), Error>>),
 }
 
-/// Applied writes an event thread returns to its queue's bounds at once, at most: room comes
-/// back while a large batch is applied, at one lock per this many writes.
+/// Applied writes an event thread returns to its queue's bounds at once, at most, while a
+/// sender waits for room: room comes back while a large batch is applied, at one lock per
+/// this many writes. Otherwise room is returned when the thread takes its next batch.
 const RELEASE_EVERY: usize = 64;
 
 /// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
 const IDLE_ROUNDS: u32 = 16;
+
+/// The first idle rounds, which spin (the later ones yield the core).
+const SPIN_ROUNDS: u32 = 6;
+
+/// Jobs an event thread waits for through its spinning rounds (about a microsecond or two)
+/// before it takes them: taking a batch costs a lock the senders then have to take back, so
+/// a thread that keeps up with its senders lets a few dozen jobs gather instead of taking
+/// them one by one. Past those rounds it takes whatever is queued.
+const TAKE_AT: usize = 32;
+
+/// The hint that tells an event thread to take what is queued at once: a barrier is queued, a
+/// sender waits for room, or the pool is closing.
+const URGENT: usize = usize::MAX;
 
 /// What a queue's senders and its thread share, under one lock.
 #[derive(Default)]
 struct Shared {
     /// Jobs accepted and not yet taken by the thread, in order.
     jobs: Vec<Job>,
+    /// Barriers among `jobs`.
+    barriers: usize,
     /// Writes accepted and not yet applied, and their bytes: what the bounds limit.
     writes: usize,
     bytes: usize,
@@ -72,26 +91,33 @@ struct Shared {
 /// check and change of the counters is made under the lock, so the bounds are exact.
 struct BoundedQueue {
     shared: Mutex<Shared>,
-    /// How many jobs were queued at the last change, written under the lock: an idle thread
-    /// watches it (a plain load) instead of taking the lock from the senders to look.
-    queued: AtomicUsize,
+    /// What an idle thread watches (a plain load) instead of taking the lock from the senders
+    /// to look: 0 when nothing is queued, else the number of jobs queued when it was last
+    /// written (by a sender, under the lock, as the count reaches 1 and `take_at`), or
+    /// [`URGENT`].
+    ready: AtomicUsize,
     /// Signalled when a job comes for an idle thread (or the pool closes).
     work: Condvar,
     /// Signalled when room comes for waiting senders (or the thread is gone).
     room: Condvar,
     capacity: usize,
     budget: usize,
+    /// Jobs an idle thread waits for before it takes them ([`TAKE_AT`], fewer for a short
+    /// queue).
+    take_at: usize,
 }
 
 impl BoundedQueue {
     fn new(capacity: usize, budget: usize) -> Self {
+        let capacity = capacity.max(1);
         Self {
             shared: Mutex::new(Shared::default()),
-            queued: AtomicUsize::new(0),
+            ready: AtomicUsize::new(0),
             work: Condvar::new(),
             room: Condvar::new(),
-            capacity: capacity.max(1),
+            capacity,
             budget,
+            take_at: (capacity / 2).clamp(1, TAKE_AT),
         }
     }
 
@@ -101,14 +127,23 @@ impl BoundedQueue {
             || (shared.writes < self.capacity && shared.bytes.saturating_add(bytes) <= self.budget)
     }
 
-    /// Queues `job`, waking the thread if it sleeps; refused once the thread is gone.
+    /// Queues `job`, publishing the hint and waking the thread if it sleeps; refused once the
+    /// thread is gone.
     #[inline]
     fn push(&self, mut shared: MutexGuard<'_, Shared>, job: Job) -> Result<(), Error> {
         if shared.gone {
             return Err(Error::ShutDown);
         }
+        if matches!(job, Job::Barrier(_)) {
+            shared.barriers += 1;
+        }
         shared.jobs.push(job);
-        self.queued.store(shared.jobs.len(), Ordering::Relaxed);
+        let queued = shared.jobs.len();
+        if shared.barriers > 0 {
+            self.ready.store(URGENT, Ordering::Relaxed);
+        } else if queued == 1 || queued == self.take_at {
+            self.ready.store(queued, Ordering::Relaxed);
+        }
         let wake = shared.idle;
         drop(shared);
         if wake {
@@ -123,6 +158,7 @@ impl BoundedQueue {
         let mut shared = self.shared.lock();
         while !shared.gone && !self.fits(&shared, bytes) {
             shared.waiting += 1;
+            self.ready.store(URGENT, Ordering::Relaxed);
             self.room.wait(&mut shared);
             shared.waiting -= 1;
         }
@@ -159,38 +195,55 @@ impl BoundedQueue {
         }
     }
 
-    /// The thread's side: returns the room of `applied`, then waits for jobs and swaps them
-    /// all into `batch` (empty). `false` once the pool is closed and nothing is left.
+    /// Spins, then yields, for at most [`IDLE_ROUNDS`] rounds until the hint says a batch is
+    /// worth taking: [`BoundedQueue::take_at`] jobs or urgent while spinning, any job after.
+    /// Returns the last hint read.
+    fn wait_for_batch(&self) -> usize {
+        let mut ready = self.ready.load(Ordering::Relaxed);
+        for round in 0..IDLE_ROUNDS {
+            if ready >= self.take_at || (round >= SPIN_ROUNDS && ready > 0) {
+                break;
+            }
+            idle_wait(round);
+            ready = self.ready.load(Ordering::Relaxed);
+        }
+        ready
+    }
+
+    /// Whether the thread should act now: a barrier is queued, a sender waits for room or
+    /// the pool is closing.
+    fn urgent(&self) -> bool {
+        self.ready.load(Ordering::Relaxed) == URGENT
+    }
+
+    /// The thread's side: waits for a batch worth taking, returns the room of `applied`
+    /// (under the same lock) and swaps every job queued into `batch` (empty), sleeping while
+    /// there is none. `false` once the pool is closed and nothing is left.
     fn take(&self, batch: &mut Vec<Job>, applied: Applied) -> bool {
         debug_assert!(batch.is_empty());
+        self.wait_for_batch();
         let mut shared = self.shared.lock();
         self.release_locked(&mut shared, applied);
-        let mut round = 0;
         while shared.jobs.is_empty() {
             if shared.closed {
                 return false;
             }
-            if round < IDLE_ROUNDS {
-                MutexGuard::unlocked(&mut shared, || {
-                    while round < IDLE_ROUNDS && self.queued.load(Ordering::Relaxed) == 0 {
-                        idle_wait(round);
-                        round += 1;
-                    }
-                });
-            } else {
-                shared.idle = true;
-                self.work.wait(&mut shared);
-                shared.idle = false;
-            }
+            // Everything applied is returned and nothing is queued: no sender waits now.
+            self.ready.store(0, Ordering::Relaxed);
+            shared.idle = true;
+            self.work.wait(&mut shared);
+            shared.idle = false;
         }
         std::mem::swap(&mut shared.jobs, batch);
-        self.queued.store(0, Ordering::Relaxed);
+        shared.barriers = 0;
+        self.ready.store(0, Ordering::Relaxed);
         true
     }
 
     /// Tells the thread to finish what is queued and exit.
     fn close(&self) {
         self.shared.lock().closed = true;
+        self.ready.store(URGENT, Ordering::Relaxed);
         self.work.notify_one();
     }
 
@@ -202,10 +255,10 @@ impl BoundedQueue {
     }
 }
 
-/// One round of an idle thread's wait before it sleeps: a few spins, longer each round, then
-/// yields of the core (a sleep and a wake-up cost microseconds; most gaps are shorter).
+/// One round of an idle thread's wait: a few spins, longer each round, then yields of the
+/// core (a sleep and a wake-up cost microseconds; most gaps are shorter).
 fn idle_wait(round: u32) {
-    if round < 6 {
+    if round < SPIN_ROUNDS {
         for _ in 0..1u32 << round {
             std::hint::spin_loop();
         }
@@ -224,7 +277,7 @@ impl Drop for Departure<'_> {
         let mut shared = self.0.shared.lock();
         shared.gone = true;
         let left = std::mem::take(&mut shared.jobs);
-        self.0.queued.store(0, Ordering::Relaxed);
+        self.0.ready.store(0, Ordering::Relaxed);
         drop(shared);
         self.0.room.notify_all();
         drop(left);
@@ -414,7 +467,7 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
                     let _ = ack.send(status);
                 }
             }
-            if applied.writes >= RELEASE_EVERY {
+            if applied.writes >= RELEASE_EVERY && queue.urgent() {
                 queue.release(std::mem::take(&mut applied));
             }
         }
