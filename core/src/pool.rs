@@ -36,22 +36,24 @@ use crate::Error;
 
 /// One unit of work for an event thread.
 enum Job {
-    /// A write and the bytes it counts against its queue's budget.
-    Write(Write, usize),
+    /// A write (it counts [`Write::queued_bytes`] against its queue's budget: computed again
+    /// when it is applied, which is cheaper than carrying the figure).
+    Write(Write),
     /// Acknowledged once every job queued before it on this thread is applied.
     Barrier(Sender<Result<(), Error>>),
 }
 
 /// Applied writes an event thread returns to its queue's bounds at once, at most, while a
-/// sender waits for room: room comes back while a large batch is applied, at one lock per
-/// this many writes. Otherwise room is returned when the thread takes its next batch.
+/// sender waits for room (a quarter of a short queue): room comes back while a batch is
+/// applied, at one lock per this many writes. Otherwise room is returned when the thread
+/// takes its next batch.
 const RELEASE_EVERY: usize = 64;
 
 /// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
-const IDLE_ROUNDS: u32 = 16;
+const IDLE_ROUNDS: u32 = 9;
 
 /// The first idle rounds, which spin (the later ones yield the core).
-const SPIN_ROUNDS: u32 = 6;
+const SPIN_ROUNDS: u32 = 7;
 
 /// Jobs an event thread waits for through its spinning rounds (about a microsecond or two)
 /// before it takes them: taking a batch costs a lock the senders then have to take back, so
@@ -105,6 +107,9 @@ struct BoundedQueue {
     /// Jobs an idle thread waits for before it takes them ([`TAKE_AT`], fewer for a short
     /// queue).
     take_at: usize,
+    /// Applied writes the thread returns at once while a sender waits for room
+    /// ([`RELEASE_EVERY`], fewer for a short queue, so that senders and the thread overlap).
+    release_every: usize,
 }
 
 impl BoundedQueue {
@@ -118,6 +123,7 @@ impl BoundedQueue {
             capacity,
             budget,
             take_at: (capacity / 2).clamp(1, TAKE_AT),
+            release_every: (capacity / 4).clamp(1, RELEASE_EVERY),
         }
     }
 
@@ -166,7 +172,7 @@ impl BoundedQueue {
             shared.writes += 1;
             shared.bytes += bytes;
         }
-        self.push(shared, Job::Write(write, bytes))
+        self.push(shared, Job::Write(write))
     }
 
     /// Queues a barrier (it takes no room).
@@ -217,26 +223,39 @@ impl BoundedQueue {
     }
 
     /// The thread's side: waits for a batch worth taking, returns the room of `applied`
-    /// (under the same lock) and swaps every job queued into `batch` (empty), sleeping while
-    /// there is none. `false` once the pool is closed and nothing is left.
+    /// (under the same lock) and swaps every job queued into `batch` (empty). With nothing
+    /// queued it waits through its idle rounds once more (the first wait may have ended on a
+    /// stale urgent hint), then sleeps. `false` once the pool is closed and nothing is left.
     fn take(&self, batch: &mut Vec<Job>, applied: Applied) -> bool {
         debug_assert!(batch.is_empty());
         self.wait_for_batch();
         let mut shared = self.shared.lock();
         self.release_locked(&mut shared, applied);
+        let mut waited_again = false;
         while shared.jobs.is_empty() {
             if shared.closed {
                 return false;
             }
-            // Everything applied is returned and nothing is queued: no sender waits now.
+            // Everything applied is returned and nothing is queued: waiting senders, if any,
+            // have been woken.
             self.ready.store(0, Ordering::Relaxed);
-            shared.idle = true;
-            self.work.wait(&mut shared);
-            shared.idle = false;
+            if waited_again {
+                shared.idle = true;
+                self.work.wait(&mut shared);
+                shared.idle = false;
+            } else {
+                waited_again = true;
+                MutexGuard::unlocked(&mut shared, || {
+                    self.wait_for_batch();
+                });
+            }
         }
         std::mem::swap(&mut shared.jobs, batch);
         shared.barriers = 0;
-        self.ready.store(0, Ordering::Relaxed);
+        // A sender still waiting for room keeps the hint urgent, so that the thread returns
+        // room as it applies this batch and takes the next one without idling first.
+        let hint = if shared.waiting > 0 { URGENT } else { 0 };
+        self.ready.store(hint, Ordering::Relaxed);
         true
     }
 
@@ -440,7 +459,8 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
         for job in batch.drain(..) {
             match job {
-                Job::Write(Write::Event(event), bytes) => {
+                Job::Write(Write::Event(event)) => {
+                    let bytes = event.queued_bytes();
                     if !pending.run.takes(event.worker) {
                         apply_pending(applier, &mut pending, &mut applied, failed);
                     }
@@ -448,7 +468,8 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
                     pending.writes += 1;
                     pending.bytes += bytes;
                 }
-                Job::Write(write, bytes) => {
+                Job::Write(write) => {
+                    let bytes = write.queued_bytes();
                     apply_pending(applier, &mut pending, &mut applied, failed);
                     guarded(failed, || {
                         applier.apply(&write);
@@ -467,7 +488,7 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
                     let _ = ack.send(status);
                 }
             }
-            if applied.writes >= RELEASE_EVERY && queue.urgent() {
+            if applied.writes >= queue.release_every && queue.urgent() {
                 queue.release(std::mem::take(&mut applied));
             }
         }
