@@ -85,6 +85,7 @@ assert run["commit"] and run["machine"]["cores"] >= 1 and run["machine"]["cpu"],
 assert "--quick" in run["command"] and run["started_utc"].endswith("Z"), run
 assert r["fleet"]["workers"] == 4 and r["fleet"]["requests"] == 400, r["fleet"]
 assert r["indicative"] and r["indexes"][0]["name"] == "positional", r["indicative"]
+assert run["machine"]["load_average"] >= 0 and r["load_average_at_end"] >= 0, r
 PY
 ok "routing picture and results.json with routing quality and run metadata"
 # kv-aware degenerates on this trace (every request starts with hash id 0): said, with why.

@@ -50,6 +50,26 @@ impl Run {
     }
 }
 
+/// Outcomes of a batch's events, counted before they are added to the shared counters.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    applied: u64,
+    rejected: u64,
+    unknown_removals: u64,
+}
+
+impl Tally {
+    fn add(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Applied { unknown_removals } => {
+                self.applied += 1;
+                self.unknown_removals += unknown_removals;
+            }
+            Outcome::Rejected(_) => self.rejected += 1,
+        }
+    }
+}
+
 /// A backend plus the counters that every way of applying writes shares.
 pub(crate) struct Applier {
     backend: Box<dyn Backend>,
@@ -159,32 +179,36 @@ impl Applier {
         offset: Option<u64>,
         events: &[EventData],
     ) -> (bool, u64, Option<RejectReason>) {
-        let mut rejected = 0u64;
+        let mut tally = Tally::default();
         let mut first = None;
         let applied = self
             .backend
             .apply_batch(worker, offset, events, &mut |outcome| {
                 if let Outcome::Rejected(reason) = outcome {
-                    rejected += 1;
                     first = first.or(Some(reason));
                 }
-                self.count(outcome);
+                tally.add(outcome);
             });
-        (applied, rejected, first)
+        self.add(tally);
+        (applied, tally.rejected, first)
     }
 
     /// Counts one event's outcome.
     fn count(&self, outcome: Outcome) {
-        match outcome {
-            Outcome::Applied { unknown_removals } => {
-                self.events_applied.fetch_add(1, Ordering::Relaxed);
-                if unknown_removals > 0 {
-                    self.unknown_removals
-                        .fetch_add(unknown_removals, Ordering::Relaxed);
-                }
-            }
-            Outcome::Rejected(_) => {
-                self.events_rejected.fetch_add(1, Ordering::Relaxed);
+        let mut tally = Tally::default();
+        tally.add(outcome);
+        self.add(tally);
+    }
+
+    /// Adds a tally to the counters: one shared write per counter per batch, not per event.
+    fn add(&self, tally: Tally) {
+        for (counter, value) in [
+            (&self.events_applied, tally.applied),
+            (&self.events_rejected, tally.rejected),
+            (&self.unknown_removals, tally.unknown_removals),
+        ] {
+            if value > 0 {
+                counter.fetch_add(value, Ordering::Relaxed);
             }
         }
     }

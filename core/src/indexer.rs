@@ -160,11 +160,13 @@ impl Indexer {
     /// Synchronous mode returns [`Error::ParentNotFound`] for a rejected Stored event.
     /// Pooled mode blocks while the worker's queue is full (in writes or bytes) and returns
     /// [`Error::ShutDown`] if the event threads are gone.
+    #[inline]
     pub fn submit(&self, write: Write) -> Result<(), Error> {
         self.writer.submit(write)
     }
 
     /// Applies or queues one event (see [`Indexer::submit`]).
+    #[inline]
     pub fn apply_event(&self, event: Event) -> Result<(), Error> {
         self.submit(Write::Event(event))
     }

@@ -4,11 +4,22 @@
 //! Every write of a `worker_id` (all its dp ranks) goes to one thread, chosen by hashing the
 //! id, so a worker's events and its removal are applied in the order they were accepted.
 //! Each queue holds at most `capacity` writes and `budget` bytes of them
-//! ([`Write::queued_bytes`]); when a thread falls behind, senders block until there is room.
-//! A write larger than the whole budget is still accepted, once its queue is empty, so
-//! nothing is ever refused for its size. `flush` puts a barrier in every queue and waits until
-//! every thread has passed it. A thread takes what is queued a few dozen jobs at a time and
-//! applies consecutive events of one worker a few per change (see [`Run`]).
+//! ([`Write::queued_bytes`]), counted from acceptance until applied; when a thread falls
+//! behind, senders block until there is room. A write larger than the whole budget is still
+//! accepted, once its queue is empty, so nothing is ever refused for its size. `flush` puts a
+//! barrier in every queue and waits until every thread has passed it. A thread takes
+//! everything queued at once and applies consecutive events of one worker a few per change
+//! (see [`Run`]).
+//!
+//! The handoff is one lock per write on the sender's side and one per batch on the thread's:
+//! senders append to a vector the thread swaps for its own empty one (both keep their
+//! capacity, so a steady stream allocates nothing), and the bounds are plain counters under
+//! the same lock; the thread returns the room of applied writes when it takes its next batch
+//! (and every [`RELEASE_EVERY`] writes while a sender waits for room). Between batches the
+//! thread watches a hint the senders publish (a plain load, not the lock) through a few
+//! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
+//! a barrier is queued or a sender waits, or as soon as anything is queued once it has
+//! stopped spinning; with nothing queued it sleeps, and a sender wakes it only then.
 
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,8 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{unbounded, Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
+use crossbeam_channel::{unbounded, Sender};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::applier::{Applier, Run};
 use crate::model::Write;
@@ -25,104 +36,282 @@ use crate::Error;
 
 /// One unit of work for an event thread.
 enum Job {
-    /// A write and the bytes it counts against its queue's budget.
-    Write(Write, usize),
+    /// A write (it counts [`Write::queued_bytes`] against its queue's budget: computed again
+    /// when it is applied, which is cheaper than carrying the figure).
+    Write(Write),
     /// Acknowledged once every job queued before it on this thread is applied.
     Barrier(Sender<Result<(), Error>>),
 }
 
-/// The bounds of one queue, shared by its senders and its thread.
+/// Applied writes an event thread returns to its queue's bounds at once, at most, while a
+/// sender waits for room (a quarter of a short queue): room comes back while a batch is
+/// applied, at one lock per this many writes. Otherwise room is returned when the thread
+/// takes its next batch.
+const RELEASE_EVERY: usize = 64;
+
+/// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
+const IDLE_ROUNDS: u32 = 9;
+
+/// The first idle rounds, which spin (the later ones yield the core).
+const SPIN_ROUNDS: u32 = 7;
+
+/// Jobs an event thread waits for through its spinning rounds (about a microsecond or two)
+/// before it takes them: taking a batch costs a lock the senders then have to take back, so
+/// a thread that keeps up with its senders lets a few dozen jobs gather instead of taking
+/// them one by one. Past those rounds it takes whatever is queued.
+const TAKE_AT: usize = 32;
+
+/// The hint that tells an event thread to take what is queued at once: a barrier is queued, a
+/// sender waits for room, or the pool is closing.
+const URGENT: usize = usize::MAX;
+
+/// What a queue's senders and its thread share, under one lock.
+#[derive(Default)]
+struct Shared {
+    /// Jobs accepted and not yet taken by the thread, in order.
+    jobs: Vec<Job>,
+    /// Barriers among `jobs`.
+    barriers: usize,
+    /// Writes accepted and not yet applied, and their bytes: what the bounds limit.
+    writes: usize,
+    bytes: usize,
+    /// Senders waiting for room.
+    waiting: usize,
+    /// The thread sleeps until a job comes.
+    idle: bool,
+    /// The pool is going: the thread applies what is queued and exits.
+    closed: bool,
+    /// The thread has exited: nothing is accepted any more.
+    gone: bool,
+}
+
+/// One queue: its jobs and its bounds, shared by its senders and its thread.
 ///
-/// Lock-free while there is room: senders and the thread only add to and subtract from two
-/// counters. A sender that finds the queue full waits on a condition variable; the thread
-/// wakes waiters only when there are some, and only once the queue has drained to half its
-/// bounds, so that a woken sender can queue many writes before it waits again (one wake-up
-/// per write would cost more than applying the write). (Both sides use sequentially consistent operations
-/// on the counters and on `waiting`, so a sender that registers as waiting either sees the
-/// room the thread just made or is seen by the thread and woken.) Two senders racing for the
-/// last room may both get in: the bound is exceeded by at most one write per concurrent sender.
-struct Bound {
-    writes: AtomicUsize,
-    bytes: AtomicUsize,
-    waiting: AtomicUsize,
-    lock: Mutex<()>,
+/// A sender that finds the queue full waits for room; the thread wakes waiters only once the
+/// queue has drained to half its bounds, so that a woken sender can queue many writes before
+/// it waits again (one wake-up per write would cost more than applying the write). Every
+/// check and change of the counters is made under the lock, so the bounds are exact.
+struct BoundedQueue {
+    shared: Mutex<Shared>,
+    /// What an idle thread watches (a plain load) instead of taking the lock from the senders
+    /// to look: 0 when nothing is queued, else the number of jobs queued when it was last
+    /// written (by a sender, under the lock, as the count reaches 1 and `take_at`), or
+    /// [`URGENT`].
+    ready: AtomicUsize,
+    /// Signalled when a job comes for an idle thread (or the pool closes).
+    work: Condvar,
+    /// Signalled when room comes for waiting senders (or the thread is gone).
     room: Condvar,
     capacity: usize,
     budget: usize,
+    /// Jobs an idle thread waits for before it takes them ([`TAKE_AT`], fewer for a short
+    /// queue).
+    take_at: usize,
+    /// Applied writes the thread returns at once while a sender waits for room
+    /// ([`RELEASE_EVERY`], fewer for a short queue, so that senders and the thread overlap).
+    release_every: usize,
 }
 
-impl Bound {
+impl BoundedQueue {
     fn new(capacity: usize, budget: usize) -> Self {
+        let capacity = capacity.max(1);
         Self {
-            writes: AtomicUsize::new(0),
-            bytes: AtomicUsize::new(0),
-            waiting: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            shared: Mutex::new(Shared::default()),
+            ready: AtomicUsize::new(0),
+            work: Condvar::new(),
             room: Condvar::new(),
-            capacity: capacity.max(1),
+            capacity,
             budget,
+            take_at: (capacity / 2).clamp(1, TAKE_AT),
+            release_every: (capacity / 4).clamp(1, RELEASE_EVERY),
         }
     }
 
     /// Whether `bytes` more fit now (an empty queue takes anything).
-    fn fits(&self, bytes: usize) -> bool {
-        let writes = self.writes.load(Ordering::SeqCst);
-        writes == 0
-            || (writes < self.capacity
-                && self.bytes.load(Ordering::SeqCst).saturating_add(bytes) <= self.budget)
+    fn fits(&self, shared: &Shared, bytes: usize) -> bool {
+        shared.writes == 0
+            || (shared.writes < self.capacity && shared.bytes.saturating_add(bytes) <= self.budget)
     }
 
-    /// Blocks until `bytes` more fit (or the queue is empty), then counts them.
-    fn acquire(&self, bytes: usize) {
-        if !self.fits(bytes) {
-            let mut guard = self.lock.lock();
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            while !self.fits(bytes) {
-                self.room.wait(&mut guard);
-            }
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
+    /// Queues `job`, publishing the hint and waking the thread if it sleeps; refused once the
+    /// thread is gone.
+    #[inline]
+    fn push(&self, mut shared: MutexGuard<'_, Shared>, job: Job) -> Result<(), Error> {
+        if shared.gone {
+            return Err(Error::ShutDown);
         }
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        self.bytes.fetch_add(bytes, Ordering::SeqCst);
+        if matches!(job, Job::Barrier(_)) {
+            shared.barriers += 1;
+        }
+        shared.jobs.push(job);
+        let queued = shared.jobs.len();
+        if shared.barriers > 0 {
+            self.ready.store(URGENT, Ordering::Relaxed);
+        } else if queued == 1 || queued == self.take_at {
+            self.ready.store(queued, Ordering::Relaxed);
+        }
+        let wake = shared.idle;
+        drop(shared);
+        if wake {
+            self.work.notify_one();
+        }
+        Ok(())
     }
 
-    /// Returns the room of one write that was never queued.
-    fn release(&self, bytes: usize) {
-        self.release_many(1, bytes);
+    /// Blocks until `bytes` more fit (or the queue is empty), then queues the write.
+    #[inline]
+    fn send_write(&self, write: Write, bytes: usize) -> Result<(), Error> {
+        let mut shared = self.shared.lock();
+        while !shared.gone && !self.fits(&shared, bytes) {
+            shared.waiting += 1;
+            self.ready.store(URGENT, Ordering::Relaxed);
+            self.room.wait(&mut shared);
+            shared.waiting -= 1;
+        }
+        if !shared.gone {
+            shared.writes += 1;
+            shared.bytes += bytes;
+        }
+        self.push(shared, Job::Write(write))
     }
 
-    /// Returns the room of `writes` applied writes of `bytes` bytes in all.
-    fn release_many(&self, writes: usize, bytes: usize) {
-        let bytes_left = self.bytes.fetch_sub(bytes, Ordering::SeqCst) - bytes;
-        let writes_left = self.writes.fetch_sub(writes, Ordering::SeqCst) - writes;
-        let drained =
-            writes_left == 0 || (writes_left <= self.capacity / 2 && bytes_left <= self.budget / 2);
-        if drained && self.waiting.load(Ordering::SeqCst) > 0 {
-            let _guard = self.lock.lock();
+    /// Queues a barrier (it takes no room).
+    fn send_barrier(&self, ack: Sender<Result<(), Error>>) -> Result<(), Error> {
+        self.push(self.shared.lock(), Job::Barrier(ack))
+    }
+
+    /// Returns the room of applied writes (under the lock).
+    fn release_locked(&self, shared: &mut Shared, applied: Applied) {
+        if applied.writes == 0 {
+            return;
+        }
+        shared.writes -= applied.writes;
+        shared.bytes -= applied.bytes;
+        let drained = shared.writes == 0
+            || (shared.writes <= self.capacity / 2 && shared.bytes <= self.budget / 2);
+        if drained && shared.waiting > 0 {
             self.room.notify_all();
         }
+    }
+
+    /// Returns the room of applied writes.
+    fn release(&self, applied: Applied) {
+        if applied.writes > 0 {
+            self.release_locked(&mut self.shared.lock(), applied);
+        }
+    }
+
+    /// Spins, then yields, for at most [`IDLE_ROUNDS`] rounds until the hint says a batch is
+    /// worth taking: [`BoundedQueue::take_at`] jobs or urgent while spinning, any job after.
+    /// Returns the last hint read.
+    fn wait_for_batch(&self) -> usize {
+        let mut ready = self.ready.load(Ordering::Relaxed);
+        for round in 0..IDLE_ROUNDS {
+            if ready >= self.take_at || (round >= SPIN_ROUNDS && ready > 0) {
+                break;
+            }
+            idle_wait(round);
+            ready = self.ready.load(Ordering::Relaxed);
+        }
+        ready
+    }
+
+    /// Whether the thread should act now: a barrier is queued, a sender waits for room or
+    /// the pool is closing.
+    fn urgent(&self) -> bool {
+        self.ready.load(Ordering::Relaxed) == URGENT
+    }
+
+    /// The thread's side: waits for a batch worth taking, returns the room of `applied`
+    /// (under the same lock) and swaps every job queued into `batch` (empty). With nothing
+    /// queued it waits through its idle rounds once more (the first wait may have ended on a
+    /// stale urgent hint), then sleeps. `false` once the pool is closed and nothing is left.
+    fn take(&self, batch: &mut Vec<Job>, applied: Applied) -> bool {
+        debug_assert!(batch.is_empty());
+        self.wait_for_batch();
+        let mut shared = self.shared.lock();
+        self.release_locked(&mut shared, applied);
+        let mut waited_again = false;
+        while shared.jobs.is_empty() {
+            if shared.closed {
+                return false;
+            }
+            // Everything applied is returned and nothing is queued: waiting senders, if any,
+            // have been woken.
+            self.ready.store(0, Ordering::Relaxed);
+            if waited_again {
+                shared.idle = true;
+                self.work.wait(&mut shared);
+                shared.idle = false;
+            } else {
+                waited_again = true;
+                MutexGuard::unlocked(&mut shared, || {
+                    self.wait_for_batch();
+                });
+            }
+        }
+        std::mem::swap(&mut shared.jobs, batch);
+        shared.barriers = 0;
+        // A sender still waiting for room keeps the hint urgent, so that the thread returns
+        // room as it applies this batch and takes the next one without idling first.
+        let hint = if shared.waiting > 0 { URGENT } else { 0 };
+        self.ready.store(hint, Ordering::Relaxed);
+        true
+    }
+
+    /// Tells the thread to finish what is queued and exit.
+    fn close(&self) {
+        self.shared.lock().closed = true;
+        self.ready.store(URGENT, Ordering::Relaxed);
+        self.work.notify_one();
     }
 
     /// Senders waiting for room.
     #[cfg(test)]
     fn waiters(&self) -> usize {
-        self.waiting.load(Ordering::SeqCst)
+        self.shared.lock().waiting
     }
 
     /// Writes and bytes in use.
     #[cfg(test)]
     fn usage(&self) -> (usize, usize) {
-        (
-            self.writes.load(Ordering::SeqCst),
-            self.bytes.load(Ordering::SeqCst),
-        )
+        let shared = self.shared.lock();
+        (shared.writes, shared.bytes)
+    }
+}
+
+/// One round of an idle thread's wait: a few spins, longer each round, then yields of the
+/// core (a sleep and a wake-up cost microseconds; most gaps are shorter).
+fn idle_wait(round: u32) {
+    if round < SPIN_ROUNDS {
+        for _ in 0..1u32 << round {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Marks its queue's thread gone when the thread exits, however it exits: the jobs still
+/// queued are dropped (a barrier among them fails its `flush` instead of hanging it) and
+/// waiting senders are refused.
+struct Departure<'a>(&'a BoundedQueue);
+
+impl Drop for Departure<'_> {
+    fn drop(&mut self) {
+        let mut shared = self.0.shared.lock();
+        shared.gone = true;
+        let left = std::mem::take(&mut shared.jobs);
+        self.0.ready.store(0, Ordering::Relaxed);
+        drop(shared);
+        self.0.room.notify_all();
+        drop(left);
     }
 }
 
 /// A queue's sending side.
 struct Queue {
-    jobs: Sender<Job>,
-    bound: Arc<Bound>,
+    bound: Arc<BoundedQueue>,
 }
 
 /// A fixed set of event threads fed through bounded queues.
@@ -148,43 +337,41 @@ impl EventPool {
             failed,
         };
         for index in 0..threads {
-            let (tx, rx) = unbounded();
-            let bound = Arc::new(Bound::new(capacity, budget));
+            let bound = Arc::new(BoundedQueue::new(capacity, budget));
             let applier = Arc::clone(&applier);
             let failed = Arc::clone(&pool.failed);
             let thread_bound = Arc::clone(&bound);
             let handle = std::thread::Builder::new()
                 .name(format!("kvidx-events-{index}"))
-                .spawn(move || run_thread(&applier, &rx, &thread_bound, &failed))
-                // Dropping `pool` disconnects and joins the threads already started.
+                .spawn(move || run_thread(&applier, &thread_bound, &failed))
+                // Dropping `pool` closes and joins the threads already started.
                 .map_err(|_| Error::ShutDown)?;
-            pool.queues.push(Queue { jobs: tx, bound });
+            pool.queues.push(Queue { bound });
             pool.threads.push(handle);
         }
         Ok(pool)
     }
 
+    #[inline]
     fn queue_of(&self, worker_id: u64) -> &Queue {
         let mut hasher = rustc_hash::FxBuildHasher.build_hasher();
         worker_id.hash(&mut hasher);
         let hash = std::hash::Hasher::finish(&hasher);
-        // The high bits of an Fx hash are the well-mixed ones.
-        &self.queues[((hash >> 32) % self.queues.len() as u64) as usize]
+        // The high bits of an Fx hash are the well-mixed ones: scaled to the number of
+        // queues by a multiplication (a division costs more than the rest of a submit).
+        &self.queues[(((hash >> 32) * self.queues.len() as u64) >> 32) as usize]
     }
 
     /// Queues a write behind the earlier writes of its worker id; blocks while its queue is
     /// full (in count or bytes).
+    #[inline]
     pub(crate) fn submit(&self, write: Write) -> Result<(), Error> {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
         let queue = self.queue_of(write.worker_id());
         let bytes = write.queued_bytes();
-        queue.bound.acquire(bytes);
-        queue.jobs.send(Job::Write(write, bytes)).map_err(|_| {
-            queue.bound.release(bytes);
-            Error::ShutDown
-        })
+        queue.bound.send_write(write, bytes)
     }
 
     /// Returns once every job accepted before the call has been applied.
@@ -194,10 +381,7 @@ impl EventPool {
         }
         let (ack_tx, ack_rx) = unbounded();
         for queue in &self.queues {
-            queue
-                .jobs
-                .send(Job::Barrier(ack_tx.clone()))
-                .map_err(|_| Error::ShutDown)?;
+            queue.bound.send_barrier(ack_tx.clone())?;
         }
         drop(ack_tx);
         for _ in 0..self.queues.len() {
@@ -209,20 +393,33 @@ impl EventPool {
 }
 
 impl Drop for EventPool {
-    /// Disconnects the queues, lets every thread drain what was accepted, and joins them.
+    /// Closes the queues, lets every thread drain what was accepted, and joins them.
     fn drop(&mut self) {
-        self.queues.clear();
+        for queue in self.queues.drain(..) {
+            queue.bound.close();
+        }
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
     }
 }
 
-/// Jobs an event thread takes from its queue before it applies what it has gathered.
-const DRAIN: usize = 64;
+/// Writes applied and bytes they counted, not yet returned to their queue's bounds.
+#[derive(Default, Clone, Copy)]
+struct Applied {
+    writes: usize,
+    bytes: usize,
+}
 
-/// The run an event thread has gathered from its queue, and the queued writes and bytes it
-/// stands for, returned to the queue's bound once it is applied.
+impl Applied {
+    fn add(&mut self, writes: usize, bytes: usize) {
+        self.writes += writes;
+        self.bytes += bytes;
+    }
+}
+
+/// The run an event thread has gathered from its batch, and the queued writes and bytes it
+/// stands for.
 #[derive(Default)]
 struct Pending {
     run: Run,
@@ -238,8 +435,13 @@ fn guarded(failed: &AtomicBool, f: impl FnOnce()) {
     }
 }
 
-/// Applies and empties the pending run, then returns its room to the bound.
-fn apply_pending(applier: &Applier, pending: &mut Pending, bound: &Bound, failed: &AtomicBool) {
+/// Applies and empties the pending run, counting it as applied.
+fn apply_pending(
+    applier: &Applier,
+    pending: &mut Pending,
+    applied: &mut Applied,
+    failed: &AtomicBool,
+) {
     if pending.run.is_empty() {
         return;
     }
@@ -247,39 +449,43 @@ fn apply_pending(applier: &Applier, pending: &mut Pending, bound: &Bound, failed
         applier.apply_run(&pending.run);
     });
     pending.run.clear();
-    bound.release_many(
+    applied.add(
         std::mem::take(&mut pending.writes),
         std::mem::take(&mut pending.bytes),
     );
 }
 
-/// An event thread: takes up to [`DRAIN`] jobs at a time from its queue and applies them in
-/// order, consecutive events of one worker as one [`Run`] (see [`Run::takes`]).
-fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &AtomicBool) {
+/// An event thread: takes every job queued at once and applies them in order, consecutive
+/// events of one worker as one [`Run`] (see [`Run::takes`]).
+fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
+    let _departure = Departure(queue);
+    let mut batch = Vec::new();
     let mut pending = Pending::default();
-    while let Ok(first) = jobs.recv() {
-        let mut next = Some(first);
-        let mut taken = 0;
-        while let Some(job) = next.take() {
+    let mut applied = Applied::default();
+    while queue.take(&mut batch, std::mem::take(&mut applied)) {
+        for job in batch.drain(..) {
             match job {
-                Job::Write(Write::Event(event), bytes) => {
+                Job::Write(Write::Event(event)) => {
+                    let bytes = event.queued_bytes();
                     if !pending.run.takes(event.worker) {
-                        apply_pending(applier, &mut pending, bound, failed);
+                        apply_pending(applier, &mut pending, &mut applied, failed);
                     }
                     pending.run.push(event);
                     pending.writes += 1;
                     pending.bytes += bytes;
                 }
-                Job::Write(write, bytes) => {
-                    apply_pending(applier, &mut pending, bound, failed);
+                Job::Write(write) => {
+                    let bytes = write.queued_bytes();
+                    apply_pending(applier, &mut pending, &mut applied, failed);
                     guarded(failed, || {
                         applier.apply(&write);
                     });
                     drop(write);
-                    bound.release_many(1, bytes);
+                    applied.add(1, bytes);
                 }
                 Job::Barrier(ack) => {
-                    apply_pending(applier, &mut pending, bound, failed);
+                    apply_pending(applier, &mut pending, &mut applied, failed);
+                    queue.release(std::mem::take(&mut applied));
                     let status = if failed.load(Ordering::Acquire) {
                         Err(Error::ShutDown)
                     } else {
@@ -288,12 +494,11 @@ fn run_thread(applier: &Applier, jobs: &Receiver<Job>, bound: &Bound, failed: &A
                     let _ = ack.send(status);
                 }
             }
-            taken += 1;
-            if taken < DRAIN {
-                next = jobs.try_recv().ok();
+            if applied.writes >= queue.release_every && queue.urgent() {
+                queue.release(std::mem::take(&mut applied));
             }
         }
-        apply_pending(applier, &mut pending, bound, failed);
+        apply_pending(applier, &mut pending, &mut applied, failed);
     }
 }
 

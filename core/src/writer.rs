@@ -39,6 +39,7 @@ impl Writer {
     }
 
     /// Applies (inline) or queues (pooled) one write.
+    #[inline]
     pub(crate) fn submit(&self, write: Write) -> Result<(), Error> {
         match self {
             Writer::Pooled(pool) => pool.submit(write),

@@ -219,13 +219,18 @@ mod tests {
             Subject::PeerCompressed,
             Subject::Radix,
             Subject::PeerPositional,
+            Subject::PeerSmg,
         ];
         let a = check(&ops, &subjects).unwrap();
         assert_eq!(a.against, "radix");
         assert_eq!(a.queries, 2);
         assert_eq!(
             a.differ,
-            vec![("peer-compressed", 0), ("peer-positional", 0)]
+            vec![
+                ("peer-compressed", 0),
+                ("peer-positional", 0),
+                ("peer-smg", 0)
+            ]
         );
         assert!(a.differ_tiered.is_empty());
         assert_eq!(check(&ops, &[Subject::PeerCompressed]), None);

@@ -135,7 +135,8 @@ pub struct ReplayOpts {
     /// Event threads of each index.
     #[arg(long, default_value_t = 1)]
     pub event_threads: usize,
-    /// Threads issuing find_matches queries.
+    /// Threads issuing find_matches queries (0: the feeder answers each query itself, in
+    /// workload order, between its events).
     #[arg(long, default_value_t = 1)]
     pub query_threads: usize,
     /// Open-loop offered rates, as fractions of each index's closed-loop rate.
@@ -232,7 +233,7 @@ pub struct MeasureArgs {
     /// Event threads.
     #[arg(long, default_value_t = 1)]
     pub event_threads: usize,
-    /// Query threads.
+    /// Query threads (0: the feeder answers each query itself).
     #[arg(long, default_value_t = 1)]
     pub query_threads: usize,
     /// Open-loop fractions of the closed-loop rate.

@@ -566,7 +566,11 @@ struct Results<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     compared_workload: Option<WorkloadInfo>,
     replay: ReplayInfo,
-    /// Why the figures are only indicative; `None` when the runs were long enough.
+    /// The 1-minute load average when the last index was measured (the one at the start is
+    /// `run.machine.load_average`).
+    load_average_at_end: f64,
+    /// Why the figures are only indicative; `None` when the runs were long enough and the
+    /// load average at the start was at most half the cores.
     indicative: Option<String>,
     indexes: &'a [SubjectReport],
     /// With `--rounds` 2 or more: each index's closed-loop rate over each reference index's
@@ -723,9 +727,12 @@ fn print_tables(
     workload: &Path,
     dir: &Path,
     meta: &RunMeta,
+    load_at_end: f64,
 ) -> Result<(), String> {
     println!(
-        "\nclosed loop, side by side (find = find_matches service time under concurrent ingest):"
+        "\nclosed loop, side by side (find = find_matches service time under concurrent ingest; \
+         load average {:.2} at start, {load_at_end:.2} at end, {} cores):",
+        meta.machine.load_average, meta.machine.cores
     );
     print!("{}", report::closed_table(reports));
     if reports.iter().any(|r| r.tiered.is_some()) {
@@ -791,8 +798,9 @@ fn replay_and_report(
     );
     print_agreement(main.ops, &opts.subjects);
     let (reports, rounds) = measure_all(main, compared, opts)?;
+    let load_at_end = crate::meta::load_average();
     let main_label = compared.map(|_| main.label);
-    print_tables(&reports, main_label, main.path, dir, meta)?;
+    print_tables(&reports, main_label, main.path, dir, meta, load_at_end)?;
     if !rounds.ratios.is_empty() {
         println!(
             "\nclosed-loop ops/s over a reference's in the same round, median (min-max) of {} \
@@ -809,19 +817,28 @@ fn replay_and_report(
         );
         print!("{}", report::beyond_harness_table(&rounds.beyond_harness));
     }
-    let indicative = report::indicative_reason(&reports);
+    let indicative = report::indicative([
+        report::indicative_reason(&reports),
+        report::load_reason(meta.machine.load_average, meta.machine.cores),
+    ]);
     match &indicative {
         Some(why) => println!("figures are INDICATIVE only: {why}"),
         None => println!(
-            "stable figures: closed-loop runs of {:.1} s or more, median of {}",
+            "stable figures: closed-loop runs of {:.1} s or more, median of {}, load average \
+             {:.2} at start (at most half the {} cores)",
             reports
                 .iter()
                 .map(|r| r.closed.seconds)
                 .fold(f64::INFINITY, f64::min),
-            opts.repeat.max(1)
+            opts.repeat.max(1),
+            meta.machine.load_average,
+            meta.machine.cores
         ),
     }
-    println!("measured: {}", meta.line());
+    println!(
+        "measured: {}; load average {load_at_end:.2} at end",
+        meta.line()
+    );
     println!("command: {}", meta.command);
     let json = dir.join("results.json");
     let results = Results {
@@ -841,6 +858,7 @@ fn replay_and_report(
             fractions: opts.fractions.clone(),
             rates: opts.rates.clone(),
         },
+        load_average_at_end: load_at_end,
         indicative,
         indexes: &reports,
         paired_ratios: &rounds.ratios,
@@ -990,6 +1008,10 @@ mod tests {
         let indexes = r["indexes"].as_array().unwrap();
         assert_eq!(indexes.len(), 1);
         assert!(indexes[0]["workload"].is_null() && indexes[0]["tiered"].is_null());
+        // The load at both ends is recorded; a quick run is indicative whatever the load.
+        assert!(r["load_average_at_end"].as_f64().is_some_and(|l| l >= 0.0));
+        assert!(r["run"]["machine"]["load_average"].as_f64().is_some());
+        assert!(r["indicative"].is_string());
     }
 
     #[test]

@@ -12,6 +12,8 @@ mod meta;
 mod null_index;
 #[cfg(feature = "peer")]
 mod peer;
+#[cfg(feature = "peer")]
+mod peer_smg;
 mod plot;
 mod progress;
 mod replay;

@@ -108,6 +108,15 @@ fn field<'a>(text: &'a str, key: &str, sep: char) -> Option<&'a str> {
         .map(|(_, v)| v.trim().trim_matches('"'))
 }
 
+/// The 1-minute load average now (/proc/loadavg; 0 where there is none).
+pub fn load_average() -> f64 {
+    read("/proc/loadavg")
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
 fn machine() -> Machine {
     let cpuinfo = read("/proc/cpuinfo");
     let meminfo = read("/proc/meminfo");
@@ -121,11 +130,7 @@ fn machine() -> Machine {
             .to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_bytes: memory_kib * 1024,
-        load_average: read("/proc/loadavg")
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0),
+        load_average: load_average(),
         os: field(&read("/etc/os-release"), "PRETTY_NAME", '=')
             .unwrap_or(std::env::consts::OS)
             .to_string(),

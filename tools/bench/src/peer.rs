@@ -48,6 +48,8 @@ pub enum PeerKind {
     Compressed,
     /// `PositionalIndexer` with jump size 32 (kvidx's default jump) and strided search.
     Positional,
+    /// The second peer: `kv-index` 2.0.0's `ChainIndex` (see `peer_smg`).
+    Smg,
 }
 
 impl PeerKind {
@@ -57,6 +59,7 @@ impl PeerKind {
     pub fn build(self, event_threads: usize) -> Box<dyn Target> {
         let threads = event_threads.max(1);
         match self {
+            PeerKind::Smg => Box::new(crate::peer_smg::SmgIndex::new(event_threads)),
             PeerKind::Compressed => Box::new(PeerIndex::new(
                 ConcurrentRadixTreeCompressed::new(),
                 threads,
@@ -413,17 +416,20 @@ mod tests {
         }
     }
 
-    /// Many more events than the window: the barriers keep the backlog bounded and the
-    /// final flush drains it.
+    /// Many more events than the window (the first peer) or than a queue holds (the second,
+    /// on two threads): the barriers or the full queues hold the feeder back, and the final
+    /// flush drains everything.
     #[test]
     fn the_backlog_cap_keeps_every_event() {
-        let peer = PeerKind::Compressed.build(1);
-        let n = 3 * DEFAULT_QUEUE_CAPACITY as u64 + 17;
-        for i in 0..n {
-            let w = Worker::new(i % 8, 0);
-            peer.submit(Event::stored(w, i, None, vec![Block::new(i, i)]));
+        for (kind, threads) in [(PeerKind::Compressed, 1), (PeerKind::Smg, 2)] {
+            let peer = kind.build(threads);
+            let n = 3 * DEFAULT_QUEUE_CAPACITY as u64 + 17;
+            for i in 0..n {
+                let w = Worker::new(i % 8, 0);
+                peer.submit(Event::stored(w, i, None, vec![Block::new(i, i)]));
+            }
+            peer.flush();
+            assert_eq!(peer.worker_blocks(), n, "{kind:?}");
         }
-        peer.flush();
-        assert_eq!(peer.worker_blocks(), n);
     }
 }

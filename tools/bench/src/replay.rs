@@ -8,6 +8,8 @@
 //! - Events are submitted in workload order from one feeder thread to the index's event
 //!   threads; queries are handed to `Q` query threads, each timing every `find_matches`
 //!   call (service time) into an HDR histogram, so queries run while events are applied.
+//!   With `Q = 0` the feeder answers each query itself, in workload order, timing it the
+//!   same way (no query thread is started).
 //! - Memory is measured in a separate, untimed pass (see [`measure_memory`]).
 //! - A workload with tiered events (a host tier) is also run with `find_matches_tiered`
 //!   queries instead ([`Queries::Tiered`]), closed loop, so the cost of tiered lookups is
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 use hdrhistogram::Histogram;
-use kvidx::Event;
+use kvidx::{Event, Match, TieredMatch};
 use serde::{Deserialize, Serialize};
 
 use crate::progress;
@@ -49,7 +51,7 @@ pub enum Queries {
 pub struct Threads {
     /// The index's event threads.
     pub events: usize,
-    /// Query threads (at least 1).
+    /// Query threads; 0: the feeder answers each query itself, in order.
     pub queries: usize,
 }
 
@@ -154,36 +156,55 @@ fn wait_until(start: Instant, due: Duration) {
     }
 }
 
+/// Answers queries one at a time, timing each call into a histogram (a query thread's, or
+/// the feeder's with no query thread).
+struct Answerer {
+    queries: Queries,
+    plain: Vec<Match>,
+    tiered: Vec<TieredMatch>,
+    hist: Histogram<u64>,
+}
+
+impl Answerer {
+    fn new(queries: Queries) -> Self {
+        Self {
+            queries,
+            plain: Vec::new(),
+            tiered: Vec::new(),
+            hist: new_histogram(),
+        }
+    }
+
+    /// Answers one query with the query kind of this run, timing the call.
+    fn answer(&mut self, target: &dyn Target, query: &[u64]) {
+        let t0 = match self.queries {
+            Queries::Plain => {
+                let t0 = Instant::now();
+                target.find_matches_into(query, &mut self.plain);
+                t0
+            }
+            Queries::Tiered => {
+                let t0 = Instant::now();
+                target.find_matches_tiered_into(query, &mut self.tiered);
+                t0
+            }
+        };
+        let ns = t0.elapsed().as_nanos() as u64;
+        self.hist.record(ns.max(1)).expect("in histogram range");
+    }
+}
+
 /// A query thread: answers every query it receives with `queries`, timing each call.
 fn answer_queries(
     rx: crossbeam_channel::Receiver<Vec<u64>>,
     target: &dyn Target,
     queries: Queries,
 ) -> Histogram<u64> {
-    let mut hist = new_histogram();
-    let mut record = |t0: Instant| {
-        let ns = t0.elapsed().as_nanos() as u64;
-        hist.record(ns.max(1)).expect("in histogram range");
-    };
-    match queries {
-        Queries::Plain => {
-            let mut out = Vec::new();
-            for query in rx {
-                let t0 = Instant::now();
-                target.find_matches_into(&query, &mut out);
-                record(t0);
-            }
-        }
-        Queries::Tiered => {
-            let mut out = Vec::new();
-            for query in rx {
-                let t0 = Instant::now();
-                target.find_matches_tiered_into(&query, &mut out);
-                record(t0);
-            }
-        }
+    let mut answerer = Answerer::new(queries);
+    for query in rx {
+        answerer.answer(target, &query);
     }
-    hist
+    answerer.hist
 }
 
 /// One timed run of a workload against a fresh index, its queries answered by `queries`.
@@ -191,6 +212,20 @@ pub fn run(
     ops: &[TimedOp],
     subject: Subject,
     threads: Threads,
+    load: Load,
+    queries: Queries,
+) -> RunResult {
+    let target: Arc<dyn Target> = Arc::from(subject.build(threads.events));
+    run_on(ops, target, subject.name(), threads.queries, load, queries)
+}
+
+/// One timed run of a workload against `target` (fresh), named `name` on the progress bar,
+/// with `query_threads` query threads (0: the feeder answers).
+fn run_on(
+    ops: &[TimedOp],
+    target: Arc<dyn Target>,
+    name: &str,
+    query_threads: usize,
     load: Load,
     queries: Queries,
 ) -> RunResult {
@@ -202,9 +237,9 @@ pub fn run(
             Op::Match(q) => Ready::Match(q.clone()),
         })
         .collect();
-    let target: Arc<dyn Target> = Arc::from(subject.build(threads.events));
     let (qtx, qrx) = bounded::<Vec<u64>>(1024);
-    let workers: Vec<_> = (0..threads.queries.max(1))
+    let mut feeder_answers = (query_threads == 0).then(|| Answerer::new(queries));
+    let workers: Vec<_> = (0..query_threads)
         .map(|_| {
             let rx = qrx.clone();
             let target = Arc::clone(&target);
@@ -213,9 +248,9 @@ pub fn run(
         .collect();
     drop(qrx);
     let label = match (load, queries) {
-        (Load::Closed, Queries::Plain) => format!("{} closed", subject.name()),
-        (Load::Closed, Queries::Tiered) => format!("{} closed, tiered", subject.name()),
-        (Load::Open(r), _) => format!("{} @{:.0}/s", subject.name(), r),
+        (Load::Closed, Queries::Plain) => format!("{name} closed"),
+        (Load::Closed, Queries::Tiered) => format!("{name} closed, tiered"),
+        (Load::Open(r), _) => format!("{name} @{r:.0}/s"),
     };
     let bar = progress::bar(ready.len() as u64, &label);
     let start = Instant::now();
@@ -225,7 +260,10 @@ pub fn run(
         }
         match op {
             Ready::Event(e) => target.submit(e),
-            Ready::Match(q) => qtx.send(q).expect("query threads alive"),
+            Ready::Match(q) => match feeder_answers.as_mut() {
+                Some(answerer) => answerer.answer(target.as_ref(), &q),
+                None => qtx.send(q).expect("query threads alive"),
+            },
         }
         if i % 4096 == 0 {
             bar.set_position(i as u64);
@@ -233,7 +271,7 @@ pub fn run(
     }
     target.flush();
     drop(qtx);
-    let mut hist = new_histogram();
+    let mut hist = feeder_answers.map_or_else(new_histogram, |answerer| answerer.hist);
     for w in workers {
         hist.add(w.join().expect("query thread finished"))
             .expect("same histogram bounds");
@@ -397,6 +435,56 @@ mod tests {
                 subject.name()
             );
             assert!(r.seconds > 0.0 && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns);
+        }
+    }
+
+    /// An index that notes which thread answered each query.
+    struct AnsweredOn {
+        index: Box<dyn Target>,
+        threads: parking_lot::Mutex<Vec<std::thread::ThreadId>>,
+    }
+
+    impl Target for AnsweredOn {
+        fn submit(&self, event: Event) {
+            self.index.submit(event);
+        }
+        fn flush(&self) {
+            self.index.flush();
+        }
+        fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<Match>) {
+            self.threads.lock().push(std::thread::current().id());
+            self.index.find_matches_into(local_hashes, out);
+        }
+        fn worker_blocks(&self) -> u64 {
+            self.index.worker_blocks()
+        }
+        fn anomalies(&self) -> (u64, u64) {
+            self.index.anomalies()
+        }
+    }
+
+    #[test]
+    fn with_no_query_thread_the_feeder_answers() {
+        let feeder = std::thread::current().id();
+        for query_threads in [0, 1, 2] {
+            let target = Arc::new(AnsweredOn {
+                index: Subject::Positional.build(1),
+                threads: parking_lot::Mutex::new(Vec::new()),
+            });
+            let r = run_on(
+                &tiny(),
+                Arc::clone(&target) as Arc<dyn Target>,
+                "answered-on",
+                query_threads,
+                Load::Closed,
+                Queries::Plain,
+            );
+            assert_eq!((r.ops, r.queries), (8, 4), "{query_threads} query threads");
+            let threads = target.threads.lock();
+            assert_eq!(threads.len(), 4);
+            let on_feeder = threads.iter().filter(|&&t| t == feeder).count();
+            let expected = if query_threads == 0 { 4 } else { 0 };
+            assert_eq!(on_feeder, expected, "{query_threads} query threads");
         }
     }
 

@@ -291,6 +291,25 @@ pub fn indicative_reason(reports: &[SubjectReport]) -> Option<String> {
     ))
 }
 
+/// Why figures measured on a busy machine are only indicative, if it was: the 1-minute load
+/// average at the start of the run above half the cores (other work then competes for the
+/// cores the index's threads and the feeder need, and moves rates by tens of percent).
+pub fn load_reason(load_average: f64, cores: usize) -> Option<String> {
+    let half = cores as f64 / 2.0;
+    (load_average > half).then(|| {
+        format!(
+            "the load average was {load_average:.2} at the start, above half the {cores} \
+             cores ({half}): other work competed for the cores"
+        )
+    })
+}
+
+/// Every reason the figures are only indicative, joined; `None` when there is none.
+pub fn indicative(reasons: impl IntoIterator<Item = Option<String>>) -> Option<String> {
+    let reasons: Vec<String> = reasons.into_iter().flatten().collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
 /// A one-line description of a workload.
 pub fn workload_line(c: &Counts) -> String {
     let mut line = format!(
@@ -631,6 +650,28 @@ mod tests {
         assert!(indicative_reason(&[report(3.0, 400)])
             .unwrap()
             .contains("400 queries"));
+    }
+
+    #[test]
+    fn a_busy_machine_makes_figures_indicative() {
+        // Above half the cores: indicative, with the load and the cores said.
+        let why = load_reason(8.4, 2).expect("load 8.4 on 2 cores is busy");
+        assert!(why.contains("8.40") && why.contains("2 cores"), "{why}");
+        assert!(load_reason(1.01, 2).is_some());
+        assert!(load_reason(2.5, 4).is_some());
+        // At or under half the cores: not on that account.
+        assert_eq!(load_reason(1.0, 2), None);
+        assert_eq!(load_reason(0.54, 2), None);
+        assert_eq!(load_reason(3.9, 8), None);
+        assert_eq!(load_reason(0.0, 1), None);
+        assert!(load_reason(0.6, 1).is_some());
+        // Reasons are joined; none, no mark.
+        assert_eq!(indicative([None, None]), None);
+        let both = indicative([Some("short runs".to_string()), load_reason(8.4, 2)]).unwrap();
+        assert!(
+            both.starts_with("short runs; the load average was 8.40"),
+            "{both}"
+        );
     }
 
     #[test]

@@ -48,6 +48,11 @@ pub enum Subject {
     #[cfg(feature = "peer")]
     #[value(name = "peer-positional")]
     PeerPositional,
+    /// The second public peer (kv-index 2.0.0, feature `peer`): its `ChainIndex` behind event
+    /// threads shaped like kvidx's (see `peer_smg`).
+    #[cfg(feature = "peer")]
+    #[value(name = "peer-smg")]
+    PeerSmg,
 }
 
 impl Subject {
@@ -63,6 +68,8 @@ impl Subject {
             Subject::PeerCompressed => "peer-compressed",
             #[cfg(feature = "peer")]
             Subject::PeerPositional => "peer-positional",
+            #[cfg(feature = "peer")]
+            Subject::PeerSmg => "peer-smg",
         }
     }
 
@@ -92,16 +99,17 @@ impl Subject {
             | Subject::Baseline
             | Subject::Null => true,
             #[cfg(feature = "peer")]
-            Subject::PeerCompressed | Subject::PeerPositional => false,
+            Subject::PeerCompressed | Subject::PeerPositional | Subject::PeerSmg => false,
         }
     }
 
-    /// The peer's indexer this subject drives, if it is one of the peer's.
+    /// The peers' indexer this subject drives, if it is one of the peers'.
     #[cfg(feature = "peer")]
     pub fn peer(self) -> Option<crate::peer::PeerKind> {
         match self {
             Subject::PeerCompressed => Some(crate::peer::PeerKind::Compressed),
             Subject::PeerPositional => Some(crate::peer::PeerKind::Positional),
+            Subject::PeerSmg => Some(crate::peer::PeerKind::Smg),
             _ => None,
         }
     }
@@ -140,7 +148,7 @@ impl Subject {
                 config(BackendKind::Reference),
             ),
             #[cfg(feature = "peer")]
-            Subject::PeerCompressed | Subject::PeerPositional => {
+            Subject::PeerCompressed | Subject::PeerPositional | Subject::PeerSmg => {
                 panic!("{} is not a kvidx indexer", self.name())
             }
         };
