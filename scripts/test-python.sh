@@ -2,7 +2,8 @@
 # The Python binding (bindings/python): fmt and clippy of its crate, its wheel built once with
 # maturin and installed into a fresh virtual environment on Debian's Python, where pytest runs
 # its suite and mypy --strict checks the suite against the wheel's type stubs; then
-# `pip install ./bindings/python` into a second fresh environment, as from a clone.
+# `pip install ./bindings/python` into a second fresh environment, as from a clone, where the
+# session of docs/python.md must print what the doc shows.
 # Tools come from scripts/python-venv.sh (target/py-venv); nothing is installed outside venvs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,10 +36,11 @@ echo "-- mypy --strict (the wheel's stubs)"
 echo "-- pip install ./bindings/python"
 /usr/bin/python3 -m venv "$tmp/from-source"
 "$tmp/from-source/bin/python" -m pip install -q --disable-pip-version-check ./bindings/python
-(cd "$tmp" && "$tmp/from-source/bin/python" -c '
-import kvidx
-with kvidx.Indexer(event_threads=0) as index:
-    index.apply_event(kvidx.Stored(7, 0, [(11, 11), (12, 907)]))
-    assert [tuple(m) for m in index.find_matches([11, 12, 13])] == [(7, 0, 2)]
-print("installed from source:", kvidx.__version__)')
+# The session of docs/python.md (its first python block) prints what the doc says (the text
+# block after it).
+awk '/^```python$/ { f = 1; next } /^```$/ { if (f) exit } f' docs/python.md >"$tmp/session.py"
+awk '/^```python$/ { p = 1 } p && /^```text$/ { f = 1; next } f && /^```$/ { exit } f' \
+  docs/python.md >"$tmp/expected.txt"
+(cd "$tmp" && "$tmp/from-source/bin/python" session.py >"$tmp/printed.txt")
+diff -u "$tmp/expected.txt" "$tmp/printed.txt" || { echo "docs/python.md: the session printed otherwise" >&2; exit 1; }
 echo "python binding: ok"
