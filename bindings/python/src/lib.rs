@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bench;
 mod errors;
 mod events;
 mod feed;
@@ -33,6 +34,7 @@ fn kvidx_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<feed::BatchReport>()?;
     m.add_function(wrap_pyfunction!(hashing::hash_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::seq_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::_time_find_matches, m)?)?;
     m.add("TIERS", ("device", "host", "disk", "external"))?;
     m.add("REPLAY_END_SEQ", kvidx::engine::REPLAY_END_SEQ)?;
     m.add("MAX_PAYLOAD_BYTES", kvidx::engine::MAX_PAYLOAD_BYTES)?;
