@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python binding (bindings/python): fmt and clippy of its crate, its wheel built once with
 # maturin and installed into a fresh virtual environment on Debian's Python, where pytest runs
-# its suite and mypy --strict checks the suite against the wheel's type stubs; then
+# its suite and examples/python-router's end-to-end test (with pyzmq), and mypy --strict checks
+# both against the wheel's type stubs; then
 # `pip install ./bindings/python` into a second fresh environment, as from a clone, where the
 # session of docs/python.md must print what the doc shows.
 # Tools come from scripts/python-venv.sh (target/py-venv); nothing is installed outside venvs.
@@ -15,7 +16,7 @@ tools_bin=$(dirname "$tools")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 manifest=bindings/python/Cargo.toml
-pins=$("$tools" -c 'import importlib.metadata as m; print("pytest==" + m.version("pytest"))')
+pins=("$("$tools" -c 'import importlib.metadata as m; print("pytest==" + m.version("pytest"))')" pyzmq==27.3.0)
 
 echo "-- fmt, clippy"
 cargo fmt --manifest-path "$manifest" -- --check
@@ -25,13 +26,17 @@ echo "-- wheel (maturin, release)"
 (cd bindings/python && "$tools_bin/maturin" build -q --release --out "$tmp/wheels" -i /usr/bin/python3)
 wheel=$(ls "$tmp"/wheels/kvidx-*-abi3-*.whl)
 /usr/bin/python3 -m venv "$tmp/venv"
-"$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel" "$pins"
+"$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel" "${pins[@]}"
 
 echo "-- pytest"
 (cd bindings/python/tests && "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider)
+echo "-- pytest examples/python-router (pyzmq)"
+(cd examples/python-router && "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider)
 echo "-- mypy --strict (the wheel's stubs)"
 (cd bindings/python/tests && "$tools_bin/mypy" --strict --no-incremental \
   --python-executable "$tmp/venv/bin/python" .)
+(cd examples/python-router && MYPYPATH="$root/bindings/python/tests" "$tools_bin/mypy" --strict \
+  --no-incremental --python-executable "$tmp/venv/bin/python" .)
 
 echo "-- pip install ./bindings/python"
 /usr/bin/python3 -m venv "$tmp/from-source"
