@@ -2,8 +2,8 @@
 # The Python binding (bindings/python): fmt and clippy of its crate, its wheel built once with
 # maturin and installed into a fresh virtual environment on Debian's Python, where pytest runs
 # its suite and examples/python-router's end-to-end test (with pyzmq), and mypy --strict checks
-# both against the wheel's type stubs; payloads made by vLLM's own kv_events classes (the
-# wheel of scripts/vllm-venv.sh) go through EngineFeed; then
+# both against the wheel's type stubs; payloads made by vLLM's and SGLang's own kv_events
+# classes (vllm 0.33.0, sglang 0.5.23 wheels) go through EngineFeed; then
 # `pip install ./bindings/python` into a second fresh environment, as from a clone, where the
 # session of docs/python.md must print what the doc shows.
 # Tools come from scripts/python-venv.sh (target/py-venv); nothing is installed outside venvs.
@@ -39,10 +39,12 @@ echo "-- mypy --strict (the wheel's stubs)"
 (cd examples/python-router && MYPYPATH="$root/bindings/python/tests" "$tools_bin/mypy" --strict \
   --no-incremental --python-executable "$tmp/venv/bin/python" .)
 
-echo "-- vLLM's own kv_events classes through EngineFeed (the venv of scripts/vllm-venv.sh)"
+echo "-- vLLM's and SGLang's own kv_events classes through EngineFeed"
+# The venv of scripts/vllm-venv.sh (the vllm wheel) gains the sglang wheel, without
+# dependencies: the tests load each engine's kv_events module alone.
 vllm_py=$(bash scripts/vllm-venv.sh)
 "$vllm_py" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
-"$vllm_py" -m pip install -q --disable-pip-version-check "${pins[0]}"
+"$vllm_py" -m pip install -q --disable-pip-version-check --no-deps sglang==0.5.23 "${pins[0]}"
 (cd bindings/python/engine_tests && "$vllm_py" -m pytest -q -p no:cacheprovider)
 
 echo "-- pip install ./bindings/python"

@@ -59,6 +59,9 @@ def test_the_router_routes_by_the_engines_events(engine: zmq.Socket) -> None:  #
     endpoint = engine.getsockopt_string(zmq.LAST_ENDPOINT)
     router = subprocess.Popen(
         [sys.executable, str(HERE / "router.py"), "--listen", "127.0.0.1:0", "--block-size", str(BLOCK),
+         # Synchronous: a batch counted in /metrics is applied (with event threads it may
+         # still be queued).
+         "--event-threads", "0",
          "--engine", f"7={endpoint}", "--engine", "8=tcp://127.0.0.1:1"],
         stdout=subprocess.PIPE, text=True)
     try:
