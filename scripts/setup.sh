@@ -21,6 +21,8 @@ command -v make >/dev/null || need+=(make)
 # The engine-event tests' Python side (fixture generator, ZMQ publishers): Debian's packages,
 # never pip (Debian 12's Python refuses pip installs: externally-managed-environment).
 bash "$(dirname "$0")/python.sh" >/dev/null 2>&1 || need+=(python3 python3-msgpack python3-zmq)
+# The Python binding's tests run in virtual environments on Debian's Python (python3-venv).
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The JetStream bridge's tests start a real nats-server (Debian 12: 2.9.x, in /usr/sbin).
 command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 if [ ${#need[@]} -gt 0 ]; then

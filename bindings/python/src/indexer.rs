@@ -1,0 +1,258 @@
+//! `Indexer`: the core indexer behind a handle that can be closed, every call that can take
+//! time run with the GIL released.
+
+use std::sync::{Arc, Mutex};
+
+use kvidx::{BackendKind, BatchOutcome, Config, Worker};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::{index_error, invalid, ShutDown};
+use crate::events::{event_of, events_of};
+use crate::results::{Match, ReplicaStats, SnapshotInfo, Stats, TieredMatch};
+use crate::snapshot_io;
+
+/// The backend named `name`.
+fn parse_backend(name: &str) -> PyResult<BackendKind> {
+    match name {
+        "positional" => Ok(BackendKind::Positional),
+        "radix" => Ok(BackendKind::Radix),
+        "reference" => Ok(BackendKind::Reference),
+        _ => Err(invalid(format!(
+            "unknown backend {name:?}: expected positional, radix or reference"
+        ))),
+    }
+}
+
+fn backend_name(kind: BackendKind) -> &'static str {
+    match kind {
+        BackendKind::Positional => "positional",
+        BackendKind::Radix => "radix",
+        BackendKind::Reference => "reference",
+    }
+}
+
+/// A global index of cached KV blocks per worker. Every method may be called from any number
+/// of Python threads at once; queries run while another thread applies events.
+#[pyclass(frozen, module = "kvidx")]
+pub struct Indexer {
+    inner: Mutex<Option<Arc<kvidx::Indexer>>>,
+    config: Config,
+}
+
+impl Indexer {
+    /// The open indexer, or `ShutDown` once closed.
+    pub fn open(&self) -> PyResult<Arc<kvidx::Indexer>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| ShutDown::new_err("the indexer is closed"))
+    }
+}
+
+#[pymethods]
+impl Indexer {
+    #[new]
+    #[pyo3(signature = (backend="positional", *, event_threads=1, jump_size=0, queue_capacity=0, queue_bytes=0))]
+    fn new(
+        py: Python<'_>,
+        backend: &str,
+        event_threads: usize,
+        jump_size: usize,
+        queue_capacity: usize,
+        queue_bytes: usize,
+    ) -> PyResult<Self> {
+        let config = Config {
+            backend: parse_backend(backend)?,
+            event_threads,
+            jump_size,
+            queue_capacity,
+            queue_bytes,
+        };
+        let index = py
+            .allow_threads(|| kvidx::Indexer::new(config))
+            .map_err(index_error)?;
+        Ok(Self {
+            inner: Mutex::new(Some(Arc::new(index))),
+            config,
+        })
+    }
+
+    /// The backend's name.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        backend_name(self.config.backend)
+    }
+    /// Event threads (0: events apply on the caller's thread before the call returns).
+    #[getter]
+    fn event_threads(&self) -> usize {
+        self.config.event_threads
+    }
+    /// Events each event thread may have queued before senders block (0: the default).
+    #[getter]
+    fn queue_capacity(&self) -> usize {
+        self.config.queue_capacity
+    }
+    /// Bytes of queued work each event thread may hold before senders block (0: the default).
+    #[getter]
+    fn queue_bytes(&self) -> usize {
+        self.config.queue_bytes
+    }
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
+    /// Applies every accepted event, stops the event threads and releases the index; later
+    /// calls raise `ShutDown`. Calling it again does nothing.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        py.allow_threads(move || drop(taken));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    /// Applies (synchronous mode) or queues one event.
+    fn apply_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+        let event = event_of(event)?;
+        let index = self.open()?;
+        py.allow_threads(|| index.apply_event(event))
+            .map_err(index_error)
+    }
+
+    /// Applies or queues events in order; every event is tried, the first error is raised.
+    fn apply_events(&self, py: Python<'_>, events: &Bound<'_, PyAny>) -> PyResult<()> {
+        let events = events_of(events)?;
+        let index = self.open()?;
+        py.allow_threads(|| index.apply_events(events))
+            .map_err(index_error)
+    }
+
+    /// Applies or queues `events`, all of one worker, as one batch at `offset` (>= 1), skipped
+    /// whole when `offset` is at or below the worker's watermark. Returns `("queued", 0)`,
+    /// `("skipped", 0)` or `("applied", rejected_stored_events)`.
+    #[pyo3(signature = (worker_id, offset, events, *, dp_rank=0))]
+    fn apply_batch_at(
+        &self,
+        py: Python<'_>,
+        worker_id: u64,
+        offset: u64,
+        events: &Bound<'_, PyAny>,
+        dp_rank: u32,
+    ) -> PyResult<(&'static str, u64)> {
+        let events = events_of(events)?;
+        let index = self.open()?;
+        let worker = Worker::new(worker_id, dp_rank);
+        let outcome = py
+            .allow_threads(|| index.apply_batch_at(worker, offset, events))
+            .map_err(index_error)?;
+        Ok(match outcome {
+            BatchOutcome::Queued => ("queued", 0),
+            BatchOutcome::Skipped => ("skipped", 0),
+            BatchOutcome::Applied { rejected } => ("applied", rejected),
+        })
+    }
+
+    /// Drops and forgets a worker: every dp rank, or only `dp_rank` when given.
+    #[pyo3(signature = (worker_id, *, dp_rank=None))]
+    fn remove_worker(&self, py: Python<'_>, worker_id: u64, dp_rank: Option<u32>) -> PyResult<()> {
+        let index = self.open()?;
+        py.allow_threads(|| match dp_rank {
+            None => index.remove_worker(worker_id),
+            Some(rank) => index.remove_worker_dp_rank(Worker::new(worker_id, rank)),
+        })
+        .map_err(index_error)
+    }
+
+    /// A barrier: returns once every event accepted before the call has been applied.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let index = self.open()?;
+        py.allow_threads(|| index.flush()).map_err(index_error)
+    }
+
+    /// The workers holding a prefix of the query (local hashes): depth descending, then
+    /// worker id, then dp rank.
+    fn find_matches(&self, py: Python<'_>, local_hashes: Vec<u64>) -> PyResult<Vec<Match>> {
+        let index = self.open()?;
+        let found = py.allow_threads(|| index.find_matches(&local_hashes));
+        Ok(found.into_iter().map(Match::from).collect())
+    }
+
+    /// Like `find_matches`, each worker with its cumulative depth per tier.
+    fn find_matches_tiered(
+        &self,
+        py: Python<'_>,
+        local_hashes: Vec<u64>,
+    ) -> PyResult<Vec<TieredMatch>> {
+        let index = self.open()?;
+        let found = py.allow_threads(|| index.find_matches_tiered(&local_hashes));
+        Ok(found.into_iter().map(TieredMatch::from).collect())
+    }
+
+    /// The indexer's counters (with event threads, `flush` first for exact figures).
+    fn stats(&self) -> PyResult<Stats> {
+        Ok(self.open()?.stats().into())
+    }
+
+    /// Counters of offset batches.
+    fn replica_stats(&self) -> PyResult<ReplicaStats> {
+        Ok(self.open()?.replica_stats().into())
+    }
+
+    /// The worker's watermark (offset of the last batch applied to it), or None.
+    #[pyo3(signature = (worker_id, *, dp_rank=0))]
+    fn watermark(&self, worker_id: u64, dp_rank: u32) -> PyResult<Option<u64>> {
+        Ok(self.open()?.watermark(Worker::new(worker_id, dp_rank)))
+    }
+
+    /// The index's state as snapshot bytes.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let index = self.open()?;
+        let bytes = py
+            .allow_threads(|| {
+                let mut out = Vec::new();
+                index.write_snapshot(&mut out).map(|_| out)
+            })
+            .map_err(index_error)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Writes a snapshot to a path (`str` or `os.PathLike`) or a binary file object.
+    fn write_snapshot(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<SnapshotInfo> {
+        let index = self.open()?;
+        snapshot_io::write(py, &index, target)
+    }
+
+    /// Restores a snapshot (bytes, a path or a binary file object) into this indexer, which
+    /// must be empty.
+    fn restore_snapshot(
+        &self,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+    ) -> PyResult<SnapshotInfo> {
+        let index = self.open()?;
+        snapshot_io::restore(py, &index, source)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Indexer(backend={:?}, event_threads={}, closed={})",
+            self.backend(),
+            self.config.event_threads,
+            if self.closed() { "True" } else { "False" }
+        )
+    }
+}
