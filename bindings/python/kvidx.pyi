@@ -5,7 +5,7 @@ from typing import IO, Iterable, Iterator, Literal, Optional, Sequence, Tuple, U
 
 __version__: str
 TierName = Literal["device", "host", "disk", "external"]
-BackendName = Literal["positional", "radix", "reference"]
+BackendName = Literal["positional", "radix", "runs", "reference"]
 FormatName = Literal["vllm", "sglang", "trtllm"]
 PathLike = Union[str, "os.PathLike[str]"]
 

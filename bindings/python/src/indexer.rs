@@ -17,9 +17,10 @@ fn parse_backend(name: &str) -> PyResult<BackendKind> {
     match name {
         "positional" => Ok(BackendKind::Positional),
         "radix" => Ok(BackendKind::Radix),
+        "runs" => Ok(BackendKind::Runs),
         "reference" => Ok(BackendKind::Reference),
         _ => Err(invalid(format!(
-            "unknown backend {name:?}: expected positional, radix or reference"
+            "unknown backend {name:?}: expected positional, radix, runs or reference"
         ))),
     }
 }
@@ -28,6 +29,7 @@ fn backend_name(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::Positional => "positional",
         BackendKind::Radix => "radix",
+        BackendKind::Runs => "runs",
         BackendKind::Reference => "reference",
     }
 }

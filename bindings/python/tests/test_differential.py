@@ -74,9 +74,9 @@ def queries(rng: random.Random, count: int) -> List[List[int]]:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("backend,threads", [("positional", 0), ("positional", 2), ("radix", 0), ("radix", 3)])
+@pytest.mark.parametrize("backend,threads", [("positional", 0), ("positional", 2), ("radix", 0), ("radix", 3), ("runs", 0), ("runs", 2)])
 def test_random_streams_answer_like_the_model_and_the_reference(
-    seed: int, backend: Literal["positional", "radix"], threads: int
+    seed: int, backend: Literal["positional", "radix", "runs"], threads: int
 ) -> None:
     rng = random.Random(seed)
     events = random_stream(rng, 300)
