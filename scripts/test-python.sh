@@ -44,7 +44,8 @@ echo "-- vLLM's and SGLang's own kv_events classes through EngineFeed"
 # dependencies: the tests load each engine's kv_events module alone.
 vllm_py=$(bash scripts/vllm-venv.sh)
 "$vllm_py" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
-"$vllm_py" -m pip install -q --disable-pip-version-check --no-deps sglang==0.5.23 "${pins[0]}"
+"$vllm_py" -m pip install -q --disable-pip-version-check --no-deps sglang==0.5.23
+"$vllm_py" -m pip install -q --disable-pip-version-check "${pins[0]}" # pytest with its own dependencies
 (cd bindings/python/engine_tests && "$vllm_py" -m pytest -q -p no:cacheprovider)
 
 echo "-- pip install ./bindings/python"
