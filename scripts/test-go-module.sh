@@ -21,11 +21,6 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 lib_id="$(cat "$prefix/include/kvidx.h" "$prefix/lib/libkvidx.so.0" | sha256sum | cut -c1-16)"
 export CGO_CFLAGS="-O2 -DKVIDX_LIB_ID=0x$lib_id" # rebuild when the library changes
 
-# What `go mod tidy` adds to a consumer: the binding's own dependency (purego, used when
-# CGO_ENABLED=0), at the binding's version; go.sum copied, so nothing is downloaded.
-purego_req="$(grep -E '^require github.com/ebitengine/purego ' bindings/go/go.mod | sed 's/^require //')"
-[ -n "$purego_req" ] || { echo "test-go-module: no purego requirement in bindings/go/go.mod" >&2; exit 1; }
-
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -75,21 +70,10 @@ func main() {
 GO
 }
 
-# 1. `replace` in the consumer's go.mod.
+# 1. `replace` in the consumer's go.mod (with what `go mod tidy` adds: the binding's purego
+# requirement; its go.sum copied, so nothing is downloaded).
 mod="$tmp/replace"
-mkdir -p "$mod"
-cat >"$mod/go.mod" <<EOF
-module example.com/router
-
-go 1.26
-
-require github.com/kvidx/kvidx/bindings/go v0.0.0
-
-require $purego_req // indirect
-
-replace github.com/kvidx/kvidx/bindings/go => $root/bindings/go
-EOF
-cp bindings/go/go.sum "$mod/go.sum"
+bash scripts/go-consumer-module.sh "$mod" example.com/router
 write_main "$mod"
 
 # 2. A go.work file naming both modules; the consumer's go.mod needs no line for kvidx.
