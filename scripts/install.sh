@@ -7,11 +7,22 @@
 #   PREFIX/lib/cmake/kvidx/ (every file of bindings/cpp/cmake/ when that folder exists)
 # Usage: bash scripts/install.sh [PREFIX]     (default PREFIX: <repo>/build/prefix)
 # Then:  PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs kvidx)
+# Staged install (packaging): DESTDIR=/tmp/stage bash scripts/install.sh /usr writes the files
+# under /tmp/stage/usr while kvidx.pc names /usr, where the package puts them.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prefix="${1:-$root/build/prefix}"
-mkdir -p "$prefix"
-prefix="$(cd "$prefix" && pwd)"
+destdir="${DESTDIR:-}"
+if [ -n "$destdir" ]; then
+  case "$prefix" in /*) ;; *) echo "install: with DESTDIR, PREFIX must be absolute" >&2; exit 1 ;; esac
+  mkdir -p "$destdir"
+  destdir="$(cd "$destdir" && pwd)"
+else
+  mkdir -p "$prefix"
+  prefix="$(cd "$prefix" && pwd)"
+fi
+# Where the files go; $prefix is where they will be used (the same without DESTDIR).
+dest="$destdir$prefix"
 cd "$root"
 
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
@@ -33,31 +44,31 @@ version="$(sed -n 's/^#define KVIDX_VERSION "\(.*\)"$/\1/p' include/kvidx.h)"
 major="${version%%.*}"
 [ -n "$version" ] || { echo "install: no KVIDX_VERSION in include/kvidx.h" >&2; exit 1; }
 
-install -d "$prefix/include" "$prefix/lib/pkgconfig"
-install -m 644 include/kvidx.h "$prefix/include/kvidx.h"
+install -d "$dest/include" "$dest/lib/pkgconfig"
+install -m 644 include/kvidx.h "$dest/include/kvidx.h"
 if [ -f bindings/cpp/kvidx.hpp ]; then
-  install -m 644 bindings/cpp/kvidx.hpp "$prefix/include/kvidx.hpp"
+  install -m 644 bindings/cpp/kvidx.hpp "$dest/include/kvidx.hpp"
 fi
 
-install -m 644 "$release/libkvidx.a" "$prefix/lib/libkvidx.a"
+install -m 644 "$release/libkvidx.a" "$dest/lib/libkvidx.a"
 if [ -f "$release/libkvidx.dylib" ]; then
-  install -m 755 "$release/libkvidx.dylib" "$prefix/lib/libkvidx.$major.dylib"
-  ln -sfn "libkvidx.$major.dylib" "$prefix/lib/libkvidx.dylib"
+  install -m 755 "$release/libkvidx.dylib" "$dest/lib/libkvidx.$major.dylib"
+  ln -sfn "libkvidx.$major.dylib" "$dest/lib/libkvidx.dylib"
 else
-  install -m 755 "$release/libkvidx.so" "$prefix/lib/libkvidx.so.$version"
-  ln -sfn "libkvidx.so.$version" "$prefix/lib/libkvidx.so.$major"
-  ln -sfn "libkvidx.so.$major" "$prefix/lib/libkvidx.so"
+  install -m 755 "$release/libkvidx.so" "$dest/lib/libkvidx.so.$version"
+  ln -sfn "libkvidx.so.$version" "$dest/lib/libkvidx.so.$major"
+  ln -sfn "libkvidx.so.$major" "$dest/lib/libkvidx.so"
 fi
 
 for pc in kvidx kvidx-static; do
   sed -e "s|@PREFIX@|$prefix|g" -e "s|@VERSION@|$version|g" -e "s|@LIBS_PRIVATE@|$static_libs|g" \
-    "pkgconfig/$pc.pc.in" >"$prefix/lib/pkgconfig/$pc.pc"
+    "pkgconfig/$pc.pc.in" >"$dest/lib/pkgconfig/$pc.pc"
 done
 
 if [ -d bindings/cpp/cmake ]; then
-  install -d "$prefix/lib/cmake/kvidx"
-  cp -R bindings/cpp/cmake/. "$prefix/lib/cmake/kvidx/"
+  install -d "$dest/lib/cmake/kvidx"
+  cp -R bindings/cpp/cmake/. "$dest/lib/cmake/kvidx/"
 fi
 
-echo "install: kvidx $version (C ABI $(sed -n 's/^#define KVIDX_ABI_VERSION \(.*\)$/\1/p' include/kvidx.h)) installed in $prefix"
+echo "install: kvidx $version (C ABI $(sed -n 's/^#define KVIDX_ABI_VERSION \(.*\)$/\1/p' include/kvidx.h)) installed in $dest"
 echo "install: static link needs: $static_libs"
