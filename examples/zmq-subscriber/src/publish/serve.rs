@@ -124,7 +124,9 @@ async fn subscriber(stream: TcpStream, engine: &Engine) -> Result<(), String> {
         _ => return Err("expected a subscription".into()),
     };
     if !engine.topic.starts_with(&topic) {
-        return Ok(()); // nothing this engine sends matches: hold nothing for it
+        // Nothing this engine sends matches: keep the connection, send nothing, as a PUB.
+        while c.recv().await.is_ok() {}
+        return Ok(());
     }
     let mut live = engine.live.subscribe();
     engine.subscribed.notify_one(); // a permit if nobody waits yet
