@@ -15,6 +15,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
+# The walkthroughs of docs/bridge.md and docs/replicas.md start Debian's nats-server (in /usr/sbin).
+if ! command -v nats-server >/dev/null && [ -x /usr/sbin/nats-server ]; then export PATH="$PATH:/usr/sbin"; fi
 
 # Short forms: "documented command prefix|what the check runs instead". The prefix must be a
 # whole command line of a block, or that line's start followed by a space.

@@ -136,8 +136,8 @@ cargo fmt --manifest-path "$manifest" -- --check
 cargo clippy -q --manifest-path "$manifest" --target-dir "$target" --all-targets -- -D warnings
 cargo build -q --manifest-path "$manifest" --target-dir "$target"
 cargo test -q --manifest-path "$manifest" --target-dir "$target" --bins 2>&1 | grep -E '^test result|FAILED|panicked'
-echo "== engine: zmq subscriber and bridge command lines (--help on stdout, exit 0)"
-cargo test -q --manifest-path "$manifest" --target-dir "$target" --test cli 2>&1 | grep -E '^test result|FAILED|panicked'
+echo "== engine: command lines (--help on stdout, exit 0) and the publish mode seen by zeromq peers"
+cargo test -q --manifest-path "$manifest" --target-dir "$target" --test cli --test publish 2>&1 | grep -E '^test result|FAILED|panicked'
 
 echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, lost ack, byte cap, replay, vLLM's publisher)"
 vllm_python=$(bash scripts/vllm-venv.sh)

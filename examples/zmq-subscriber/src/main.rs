@@ -24,8 +24,17 @@
 //! kvidx-zmq-subscriber bridge --nats nats://127.0.0.1:4222 --endpoint tcp://10.0.0.7:5557=7 \
 //!     [--endpoint tcp://10.0.0.7:5558=7:1 ...] [--format vllm|sglang] [--topic kv@] ...
 //! ```
+//!
+//! With `publish` it replays a workload file as engine publishers (PUB and replay sockets) on
+//! loopback, for walkthroughs and tests without an engine (see the `publish` module):
+//!
+//! ```text
+//! kvidx-zmq-subscriber publish --workload FILE --endpoint tcp://127.0.0.1:5557=7 \
+//!     --replay tcp://127.0.0.1:5567 [--format vllm|sglang] [--rate N] [--queries FILE]
+//! ```
 
 mod bridge;
+mod publish;
 mod publisher;
 mod replay;
 mod zmtp;
@@ -61,7 +70,8 @@ const USAGE: &str = "usage: kvidx-zmq-subscriber --endpoint URL [--replay URL|-]
 [--block-size N] [--query NAME=FIRST-LAST ...] [--idle-ms N] [--max-seconds N] \
 [--connect-timeout-ms N] [--replay-max-batches N] [--replay-max-bytes N] \
 [--replay-timeout-ms N] [--max-message-bytes N]
-       kvidx-zmq-subscriber bridge --help   (the bridge to NATS JetStream)";
+       kvidx-zmq-subscriber bridge --help   (the bridge to NATS JetStream)
+       kvidx-zmq-subscriber publish --help  (engine publishers replaying a workload file)";
 
 /// Parses the subscriber's command line; `None` when it asks for the usage (`--help`, `-h`).
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
@@ -173,6 +183,10 @@ fn main() {
     if args.peek().map(String::as_str) == Some("bridge") {
         args.next();
         std::process::exit(bridge::main(args));
+    }
+    if args.peek().map(String::as_str) == Some("publish") {
+        args.next();
+        std::process::exit(publish::main(args));
     }
     let options = match parse_args(args) {
         Ok(Some(o)) => o,

@@ -1,5 +1,6 @@
-//! A minimal ZMTP 3.0 client over TCP (NULL security): what the subscriber needs of a SUB
-//! socket (subscribe, receive) and of a DEALER (send a request, receive replies), one peer per
+//! A minimal ZMTP 3.0 peer over TCP (NULL security): what the subscriber needs of a SUB
+//! socket (subscribe, receive) and of a DEALER (send a request, receive replies), and what the
+//! `publish` mode needs of a PUB and a ROUTER on accepted connections; one peer per
 //! connection, with every frame and message bounded in size.
 //!
 //! Why not a general ZMQ library: a peer announces each frame's length before its bytes, and
@@ -45,6 +46,10 @@ pub enum SocketType {
     Sub,
     /// A DEALER: the peer must be a ROUTER (an engine's replay socket).
     Dealer,
+    /// A publisher (the `publish` mode's engine side): the peer must be a SUB or XSUB.
+    Pub,
+    /// A ROUTER (the `publish` mode's replay socket): the peer must be a DEALER or REQ.
+    Router,
 }
 
 impl SocketType {
@@ -52,6 +57,8 @@ impl SocketType {
         match self {
             SocketType::Sub => b"SUB",
             SocketType::Dealer => b"DEALER",
+            SocketType::Pub => b"PUB",
+            SocketType::Router => b"ROUTER",
         }
     }
 
@@ -59,6 +66,8 @@ impl SocketType {
         match self {
             SocketType::Sub => peer == b"PUB" || peer == b"XPUB",
             SocketType::Dealer => peer == b"ROUTER" || peer == b"DEALER",
+            SocketType::Pub => peer == b"SUB" || peer == b"XSUB",
+            SocketType::Router => peer == b"DEALER" || peer == b"REQ",
         }
     }
 }
@@ -160,62 +169,84 @@ impl Connection {
             let stream = TcpStream::connect(address)
                 .await
                 .map_err(|e| e.to_string())?;
-            stream.set_nodelay(true).map_err(|e| e.to_string())?;
-            let mut c = Connection {
-                stream: BufReader::new(stream),
-                limits,
-            };
-            c.write(&greeting()).await?;
-            let mut peer = [0u8; 64];
-            c.stream
-                .read_exact(&mut peer)
-                .await
-                .map_err(|e| format!("greeting: {e}"))?;
-            if peer[0] != 0xFF || peer[9] & 1 != 1 {
-                return Err("not a ZMTP peer (bad greeting signature)".to_string());
-            }
-            if peer[10] < 3 {
-                return Err(format!("ZMTP version {}.{} (need 3)", peer[10], peer[11]));
-            }
-            if &peer[12..16] != b"NULL" || peer[16..32].iter().any(|&b| b != 0) {
-                return Err("the peer wants a security mechanism other than NULL".to_string());
-            }
-            let mut ready = vec![11u8];
-            ready.extend_from_slice(b"Socket-Type");
-            ready.extend_from_slice(&(socket_type.name().len() as u32).to_be_bytes());
-            ready.extend_from_slice(socket_type.name());
-            c.write(&command(b"READY", &ready)).await?;
-            let (flags, body) = c.read_frame(limits.max_frame).await?;
-            if flags & FLAG_COMMAND == 0 {
-                return Err("expected READY, got a message".to_string());
-            }
-            let (name, data) = parse_command(&body)?;
-            if name == b"ERROR" {
-                return Err(format!(
-                    "the peer refused: {}",
-                    String::from_utf8_lossy(data)
-                ));
-            }
-            if name != b"READY" {
-                return Err(format!(
-                    "expected READY, got {}",
-                    String::from_utf8_lossy(name)
-                ));
-            }
-            let peer_type = property(data, b"Socket-Type")?.unwrap_or_default();
-            if !socket_type.accepts(peer_type) {
-                return Err(format!(
-                    "a {} peer cannot talk to a {}",
-                    String::from_utf8_lossy(peer_type),
-                    String::from_utf8_lossy(socket_type.name())
-                ));
-            }
-            Ok(c)
+            Self::handshake(stream, socket_type, limits).await
         };
         tokio::time::timeout(timeout, handshake)
             .await
             .map_err(|_| format!("{endpoint}: no ZMTP handshake within {timeout:?}"))?
             .map_err(|e| format!("{endpoint}: {e}"))
+    }
+
+    /// Completes the ZMTP handshake on a connection a listener accepted, within `timeout`
+    /// (the greeting and READY are the same both ways with NULL security).
+    pub async fn accept(
+        stream: TcpStream,
+        socket_type: SocketType,
+        limits: Limits,
+        timeout: Duration,
+    ) -> Result<Connection, String> {
+        tokio::time::timeout(timeout, Self::handshake(stream, socket_type, limits))
+            .await
+            .map_err(|_| format!("no ZMTP handshake within {timeout:?}"))?
+    }
+
+    /// Greeting and READY both ways on a fresh TCP connection.
+    async fn handshake(
+        stream: TcpStream,
+        socket_type: SocketType,
+        limits: Limits,
+    ) -> Result<Connection, String> {
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let mut c = Connection {
+            stream: BufReader::new(stream),
+            limits,
+        };
+        c.write(&greeting()).await?;
+        let mut peer = [0u8; 64];
+        c.stream
+            .read_exact(&mut peer)
+            .await
+            .map_err(|e| format!("greeting: {e}"))?;
+        if peer[0] != 0xFF || peer[9] & 1 != 1 {
+            return Err("not a ZMTP peer (bad greeting signature)".to_string());
+        }
+        if peer[10] < 3 {
+            return Err(format!("ZMTP version {}.{} (need 3)", peer[10], peer[11]));
+        }
+        if &peer[12..16] != b"NULL" || peer[16..32].iter().any(|&b| b != 0) {
+            return Err("the peer wants a security mechanism other than NULL".to_string());
+        }
+        let mut ready = vec![11u8];
+        ready.extend_from_slice(b"Socket-Type");
+        ready.extend_from_slice(&(socket_type.name().len() as u32).to_be_bytes());
+        ready.extend_from_slice(socket_type.name());
+        c.write(&command(b"READY", &ready)).await?;
+        let (flags, body) = c.read_frame(limits.max_frame).await?;
+        if flags & FLAG_COMMAND == 0 {
+            return Err("expected READY, got a message".to_string());
+        }
+        let (name, data) = parse_command(&body)?;
+        if name == b"ERROR" {
+            return Err(format!(
+                "the peer refused: {}",
+                String::from_utf8_lossy(data)
+            ));
+        }
+        if name != b"READY" {
+            return Err(format!(
+                "expected READY, got {}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        let peer_type = property(data, b"Socket-Type")?.unwrap_or_default();
+        if !socket_type.accepts(peer_type) {
+            return Err(format!(
+                "a {} peer cannot talk to a {}",
+                String::from_utf8_lossy(peer_type),
+                String::from_utf8_lossy(socket_type.name())
+            ));
+        }
+        Ok(c)
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {

@@ -1,5 +1,5 @@
 //! The command line of `kvidx-zmq-subscriber`: `--help` (or `-h`) prints the usage on stdout
-//! and exits 0, in the subscriber mode and in the bridge mode; a bad argument is still an
+//! and exits 0, in the subscriber, bridge and publish modes; a bad argument is still an
 //! error (the usage on stderr, exit status 2).
 
 use std::process::{Command, Output};
@@ -17,7 +17,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn help_prints_the_usage_on_stdout_and_exits_0() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["--help"], "usage: kvidx-zmq-subscriber --endpoint URL"),
         (&["-h"], "usage: kvidx-zmq-subscriber --endpoint URL"),
         (
@@ -27,6 +27,10 @@ fn help_prints_the_usage_on_stdout_and_exits_0() {
         (
             &["bridge", "--nats", "nats://127.0.0.1:1", "-h"],
             "usage: kvidx-zmq-subscriber bridge --nats URL",
+        ),
+        (
+            &["publish", "--help"],
+            "usage: kvidx-zmq-subscriber publish --workload FILE",
         ),
     ];
     for (args, usage) in cases {
@@ -41,7 +45,11 @@ fn help_prints_the_usage_on_stdout_and_exits_0() {
 
 #[test]
 fn a_bad_argument_is_still_an_error_with_the_usage_on_stderr() {
-    for args in [&["--bogus"][..], &["bridge", "--bogus"]] {
+    for args in [
+        &["--bogus"][..],
+        &["bridge", "--bogus"],
+        &["publish", "--bogus"],
+    ] {
         let out = run(args);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");

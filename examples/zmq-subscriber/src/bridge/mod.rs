@@ -12,7 +12,7 @@
 
 mod counters;
 mod held;
-mod options;
+pub(crate) mod options;
 mod sink;
 mod source;
 
@@ -44,21 +44,22 @@ pub fn main(args: impl Iterator<Item = String>) -> i32 {
     runtime.block_on(run(o))
 }
 
-/// Resolves at SIGINT, SIGTERM or after `--max-seconds`.
-async fn stop_signal(o: &BridgeOptions) {
+/// Resolves at SIGINT, SIGTERM or after `max_run` (`--max-seconds`), saying which on stderr
+/// after `who: ` (the bridge and the `publish` mode).
+pub(crate) async fn stop_signal(max_run: Option<std::time::Duration>, who: &str) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
     let limit = async {
-        match o.max_run {
+        match max_run {
             Some(d) => tokio::time::sleep(d).await,
             None => std::future::pending().await,
         }
     };
     tokio::select! {
-        _ = term.recv() => eprintln!("bridge: SIGTERM: stopping"),
-        _ = int.recv() => eprintln!("bridge: SIGINT: stopping"),
-        _ = limit => eprintln!("bridge: --max-seconds reached: stopping"),
+        _ = term.recv() => eprintln!("{who}: SIGTERM: stopping"),
+        _ = int.recv() => eprintln!("{who}: SIGINT: stopping"),
+        _ = limit => eprintln!("{who}: --max-seconds reached: stopping"),
     }
 }
 
@@ -114,7 +115,7 @@ async fn run(o: BridgeOptions) -> i32 {
         o.nats,
         options::STREAM
     );
-    stop_signal(&o).await;
+    stop_signal(o.max_run, "bridge").await;
     let _ = stop_tx.send(true);
     for r in readers {
         let _ = r.await;

@@ -86,7 +86,7 @@ pub const USAGE: &str = "usage: kvidx-zmq-subscriber bridge --nats URL \
 [--max-message-bytes N] [--max-seconds N] [--replay-max-batches N] [--replay-max-bytes N] \
 [--replay-timeout-ms N]";
 
-fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
+pub(crate) fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
     let (url, who) = v
         .rsplit_once('=')
         .ok_or(format!("--endpoint {v}: expected URL=WORKER_ID[:DP_RANK]"))?;
