@@ -5,11 +5,13 @@ use std::sync::{Arc, Mutex};
 
 use kvidx::{BackendKind, BatchOutcome, Config, Worker};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 
+use crate::answers::{matches_list, with_answer};
 use crate::errors::{index_error, invalid, ShutDown};
 use crate::events::{event_of, events_of};
-use crate::results::{Match, ReplicaStats, SnapshotInfo, Stats, TieredMatch};
+use crate::query::with_query;
+use crate::results::{ReplicaStats, SnapshotInfo, Stats, TieredMatch};
 use crate::snapshot_io;
 
 /// The backend named `name`.
@@ -187,21 +189,31 @@ impl Indexer {
 
     /// The workers holding a prefix of the query (local hashes): depth descending, then
     /// worker id, then dp rank.
-    fn find_matches(&self, py: Python<'_>, local_hashes: Vec<u64>) -> PyResult<Vec<Match>> {
+    fn find_matches<'py>(
+        &self,
+        py: Python<'py>,
+        local_hashes: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let index = self.open()?;
-        let found = py.allow_threads(|| index.find_matches(&local_hashes));
-        Ok(found.into_iter().map(Match::from).collect())
+        with_query(local_hashes, |query| {
+            with_answer(|found| {
+                py.allow_threads(|| index.find_matches_into(query, found));
+                matches_list(py, found)
+            })
+        })
     }
 
     /// Like `find_matches`, each worker with its cumulative depth per tier.
     fn find_matches_tiered(
         &self,
         py: Python<'_>,
-        local_hashes: Vec<u64>,
+        local_hashes: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<TieredMatch>> {
         let index = self.open()?;
-        let found = py.allow_threads(|| index.find_matches_tiered(&local_hashes));
-        Ok(found.into_iter().map(TieredMatch::from).collect())
+        with_query(local_hashes, |query| {
+            let found = py.allow_threads(|| index.find_matches_tiered(query));
+            Ok(found.into_iter().map(TieredMatch::from).collect())
+        })
     }
 
     /// The indexer's counters (with event threads, `flush` first for exact figures).

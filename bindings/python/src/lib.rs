@@ -4,12 +4,14 @@
 
 #![forbid(unsafe_code)]
 
+mod answers;
 mod bench;
 mod errors;
 mod events;
 mod feed;
 mod hashing;
 mod indexer;
+mod query;
 mod results;
 mod snapshot_io;
 

@@ -1,0 +1,125 @@
+"""find_matches reads its query from lists, tuples, arrays and other sequences alike, and its
+answers share Match objects without mixing them up."""
+
+import array
+import random
+from typing import Any, List, Sequence
+
+import pytest
+
+import kvidx
+
+HASHES = [random.Random(5).getrandbits(64) for _ in range(12)]
+
+
+def index_with_depths(depths: Sequence[int], first_worker: int = 0) -> kvidx.Indexer:
+    """An indexer where worker `first_worker + i` holds the first `depths[i]` HASHES."""
+    index = kvidx.Indexer(event_threads=0)
+    names = kvidx.seq_hashes(HASHES)
+    for i, depth in enumerate(depths):
+        blocks = list(zip(HASHES[:depth], names[:depth]))
+        index.apply_event(kvidx.Stored(first_worker + i, 0, blocks))
+    return index
+
+
+class Hash:
+    """An object that is not an int but converts to one through `__index__`."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+class HashList(List[int]):
+    pass
+
+
+def test_every_kind_of_sequence_gives_the_same_answer() -> None:
+    with index_with_depths([3, 12, 7]) as index:
+        expected = [(1, 0, 12), (2, 0, 7), (0, 0, 3)]
+        queries: List[Sequence[int]] = [
+            HASHES,
+            tuple(HASHES),
+            array.array("Q", HASHES),
+            HashList(HASHES),
+            [True if h == 1 else h for h in HASHES],
+        ]
+        for query in queries:
+            assert [tuple(m) for m in index.find_matches(query)] == expected, type(query)
+            assert [m.to_match() for m in index.find_matches_tiered(query)] == index.find_matches(query)
+        assert [tuple(m) for m in index.find_matches(HASHES[:5])] == [(1, 0, 5), (2, 0, 5), (0, 0, 3)]
+        assert [tuple(m) for m in index.find_matches(array.array("Q", HASHES[:2]))] == [
+            (0, 0, 2), (1, 0, 2), (2, 0, 2)]
+        assert index.find_matches(array.array("Q")) == []
+        assert index.find_matches(()) == []
+
+
+def test_other_arrays_and_index_objects_convert_item_by_item() -> None:
+    with index_with_depths([2]) as index:
+        small = [1, 2, 3]
+        with index_with_depths([]) as empty:
+            assert empty.find_matches(array.array("L", small)) == []
+            assert empty.find_matches(array.array("q", small)) == []
+            assert empty.find_matches(array.array("B", small)) == []
+            with pytest.raises(OverflowError):
+                empty.find_matches(array.array("q", [1, -1]))
+        # Objects with __index__ are accepted too (outside the stubs' Sequence[int]).
+        by_index: Any = [Hash(h) for h in HASHES]
+        assert [tuple(m) for m in index.find_matches(by_index)] == [(0, 0, 2)]
+        by_index = (Hash(HASHES[0]), HASHES[1])
+        assert [tuple(m) for m in index.find_matches(by_index)] == [(0, 0, 2)]
+
+
+def test_bad_items_of_lists_and_tuples_raise_like_any_sequence() -> None:
+    with index_with_depths([2]) as index:
+        for bad in ([1, "2"], (1, None), [1.5], (1, b"x")):
+            with pytest.raises(TypeError):
+                index.find_matches(bad)  # type: ignore[arg-type]
+        out_of_range: List[Any] = [[1, -1], (1 << 64,), [Hash(-3)]]
+        for query in out_of_range:
+            with pytest.raises(OverflowError):
+                index.find_matches(query)
+        # A failed call leaves nothing behind for the next one.
+        assert [tuple(m) for m in index.find_matches(HASHES[:1])] == [(0, 0, 1)]
+
+
+def test_a_query_read_during_another_gets_its_own_buffer() -> None:
+    with index_with_depths([4, 2]) as index:
+        inner: List[List[kvidx.Match]] = []
+
+        class Reentrant:
+            def __index__(self) -> int:
+                inner.append(index.find_matches(HASHES[:3]))
+                return HASHES[1]
+
+        got = index.find_matches([HASHES[0], Reentrant(), HASHES[2], HASHES[3]])  # type: ignore[list-item]
+        assert [tuple(m) for m in got] == [(0, 0, 4), (1, 0, 2)]
+        assert [[tuple(m) for m in answer] for answer in inner] == [[(0, 0, 3), (1, 0, 2)]]
+
+
+def test_repeated_answers_share_their_match_objects() -> None:
+    with index_with_depths([5, 9]) as index:
+        first = index.find_matches(HASHES)
+        second = index.find_matches(HASHES)
+        assert first == second
+        assert all(a is b for a, b in zip(first, second))
+        # A different depth is a different object.
+        shorter = index.find_matches(HASHES[:6])
+        assert shorter[0] is not first[1] and tuple(shorter[0]) == (1, 0, 6)
+
+
+def test_many_distinct_answers_stay_exact() -> None:
+    # Far more (worker, depth) pairs than objects kept for sharing: every answer is still
+    # exactly the workers and depths held.
+    depths = [1 + i % 12 for i in range(300)]
+    with index_with_depths(depths, first_worker=1000) as index:
+        for length in range(1, 13):
+            for _ in range(2):
+                got = [tuple(m) for m in index.find_matches(HASHES[:length])]
+                want = sorted(
+                    ((1000 + i, 0, min(d, length)) for i, d in enumerate(depths)),
+                    key=lambda m: (-m[2], m[0]),
+                )
+                assert got == want
