@@ -7,7 +7,7 @@ use pyo3::types::PyTuple;
 use crate::events::parse_tier;
 
 /// One worker's answer to a query: how many leading blocks of the query it holds.
-/// Unpacks as `(worker_id, dp_rank, depth)`. Immutable: answers may share one object.
+/// Unpacks as `(worker_id, dp_rank, depth)`.
 #[pyclass(frozen, eq, hash, module = "kvidx")]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Match {
