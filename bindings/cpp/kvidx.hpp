@@ -3,7 +3,8 @@
 // Error handling: the wrapper never throws for a library error. Every fallible call returns a
 // [[nodiscard]] kvidx::Status (no value) or kvidx::Result<T> (a value or a Status). The only
 // exceptions that can escape are std::bad_alloc from growing a caller-owned buffer
-// (MatchBuffer, hash output vectors), as with any standard container.
+// (MatchBuffer, hash output vectors) or allocating returned bytes (EngineFeed::save_state),
+// as with any standard container.
 //
 // Ownership: kvidx::Indexer is move-only and owns its C handle through std::unique_ptr with a
 // deleter calling kvidx_free. A moved-from Indexer holds no handle; calls on it return
@@ -18,6 +19,9 @@
 // Bytes that are not a batch give Errc::malformed, payloads above max_engine_payload bytes
 // Errc::too_large; either way nothing changes. EngineFeed::remove_worker() removes a worker
 // from the indexer and forgets its publishers in the feed; EngineFeed::forget() forgets one.
+// With KVIDX_HAS_FEED_STATE, EngineFeed::apply_epoch_at() takes the engine epoch of a batch
+// (a new epoch is a restart) and save_state() / restore_state() carry the per-publisher
+// tracking to another feed (a replica restored from a snapshot).
 //
 // Storage tiers (when kvidx.h defines KVIDX_HAS_TIERS): kvidx::Tier names where a worker holds
 // a block (device, host, disk, external; Tier::all for removals on every tier).
@@ -1028,6 +1032,58 @@ class EngineFeed {
     return st;
   }
 #endif  // KVIDX_HAS_FEED_START
+
+#if defined(KVIDX_HAS_FEED_STATE)
+  /// apply_at() with the engine epoch the batch came in (the bridge's id of one engine
+  /// connection, its Kvidx-Engine-Epoch header; std::nullopt: not known, the publisher keeps
+  /// its epoch). A publisher whose epoch differs from the one of its previous batch restarted:
+  /// the result's seq() is SeqStatus::restart, the worker is cleared first (in the offset
+  /// batch, unless the flags say otherwise) and its sequence tracking starts afresh at this
+  /// batch, so no sequence of the new epoch is taken for one of the old. Statuses as apply_at().
+  [[nodiscard]] Result<EngineBatchResult> apply_epoch_at(
+      const Indexer& indexer, std::uint64_t worker_id, std::uint32_t dp_rank,
+      std::optional<std::uint64_t> epoch, Span<std::uint8_t> seq_frame,
+      Span<std::uint8_t> payload, std::uint64_t offset) const noexcept {
+    kvidx_engine_batch_result r{};
+    const Status s = Status::from_c(kvidx_engine_feed_apply_epoch_at(
+        handle_.get(), indexer.native_handle(), worker_id, dp_rank,
+        epoch ? &*epoch : nullptr, seq_frame.data(), seq_frame.size(), payload.data(),
+        payload.size(), offset, &r));
+    if (!s) return s;
+    return EngineBatchResult(r);
+  }
+
+  /// The feed's per-publisher tracking state (each publisher's next expected sequence, epoch
+  /// and next event id; 40 bytes per publisher plus 20) for restore_state(); the counters are
+  /// not included. Save it while no batch is being applied through the feed, at the position
+  /// the index's snapshot is taken for (a replica: the stream sequence of the last message
+  /// fed): a feed restored from it classifies every publisher's next batch as this one would.
+  /// Allocates the returned bytes (std::bad_alloc can escape, as from any vector).
+  [[nodiscard]] Result<std::vector<std::uint8_t>> save_state() const {
+    std::vector<std::uint8_t> out;
+    for (;;) {
+      std::size_t len = 0;
+      const kvidx_status s =
+          kvidx_engine_feed_save_state(handle_.get(), out.data(), out.size(), &len);
+      if (s == KVIDX_OK) {
+        out.resize(len);
+        return out;
+      }
+      if (s != KVIDX_ERR_BUFFER_TOO_SMALL || len <= out.size()) return Status::from_c(s);
+      // Publishers may be added between the two calls (concurrent applies): ask again.
+      out.resize(len);
+    }
+  }
+
+  /// Replaces the feed's per-publisher tracking state with bytes save_state() returned for a
+  /// feed of the same format; the counters are kept. Errc::malformed: the bytes are not a
+  /// saved state; Errc::invalid_argument: the state of a feed of another format; either way
+  /// nothing changes.
+  [[nodiscard]] Status restore_state(Span<std::uint8_t> state) const noexcept {
+    return Status::from_c(
+        kvidx_engine_feed_restore_state(handle_.get(), state.data(), state.size()));
+  }
+#endif  // KVIDX_HAS_FEED_STATE
 
  private:
   struct Deleter {

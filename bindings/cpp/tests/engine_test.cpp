@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -233,6 +234,132 @@ TEST(EngineFeedTest, AFirstBatchAbove0IsReportedMissedFromTheStart) {
   EXPECT_TRUE(moved.start_stats().ok());
 }
 #endif  // KVIDX_HAS_FEED_START
+
+#if defined(KVIDX_HAS_FEED_STATE)
+/// A feed of `format` (the test fails if it cannot be created).
+EngineFeed make_feed(EngineFormat format) {
+  auto created = EngineFeed::create(format);
+  EXPECT_TRUE(created.ok()) << created.status().message();
+  return std::move(created).value_or(EngineFeed(nullptr));
+}
+
+/// The sequence status of `feed`'s batch `seq` for publisher `w` in `epoch`, at `offset`.
+SeqStatus apply_in_epoch(const EngineFeed& feed, const kvidx::Indexer& idx, kvidx::Worker w,
+                         std::optional<std::uint64_t> epoch, std::uint64_t seq,
+                         std::uint64_t offset) {
+  auto r = feed.apply_epoch_at(idx, w.id, w.rank, epoch, kvidx::seq_frame(seq),
+                               fixture(kOneBlock), offset);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r->seq() : SeqStatus::untracked;
+}
+
+// An epoch other than the publisher's previous one is a restart: the worker is cleared and
+// the sequence tracked afresh (2 would be in order in the old epoch); no epoch keeps it.
+TEST(EngineFeedTest, ANewEpochThroughApplyEpochAtIsARestartThatClearsTheWorker) {
+  auto idx = make();
+  const EngineFeed feed = make_feed(EngineFormat::vllm);
+  const kvidx::Worker w{7, 0};
+  EXPECT_EQ(apply_in_epoch(feed, idx, w, 10, 0, 1), SeqStatus::first);
+  EXPECT_EQ(apply_in_epoch(feed, idx, w, 10, 1, 2), SeqStatus::in_order);
+
+  store_marker(idx, w);
+  EXPECT_EQ(kvidx_test::matches(idx, kvidx_test::query(2)), "7/0:2");
+  auto r = feed.apply_epoch_at(idx, w.id, w.rank, 11, kvidx::seq_frame(2), fixture(kOneBlock), 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->seq(), SeqStatus::restart);
+  EXPECT_TRUE(r->cleared());
+  EXPECT_EQ(kvidx_test::matches(idx, kvidx_test::query(2)), "") << "cleared before the batch";
+  EXPECT_EQ(kvidx_test::matches(idx, token_query(1, 4)), "7/0:1") << "then the batch applied";
+
+  EXPECT_EQ(apply_in_epoch(feed, idx, w, 11, 3, 4), SeqStatus::in_order);
+  EXPECT_EQ(apply_in_epoch(feed, idx, w, std::nullopt, 4, 5), SeqStatus::in_order);
+  auto st = feed.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->restarts, 1u);
+  EXPECT_EQ(st->workers_cleared, 1u);
+  EXPECT_EQ(st->gaps, 0u);
+  EXPECT_EQ(feed.apply_epoch_at(idx, w.id, w.rank, 10, kvidx::seq_frame(5), fixture(kOneBlock), 0)
+                .status(),
+            Errc::invalid_argument)
+      << "offset 0";
+}
+
+// save_state() taken from one feed and restore_state() into a new one: the new feed
+// classifies each publisher's next batch (in order, gap, new epoch) as the original does.
+// Bytes that are not a saved state, or the state of another format, change nothing.
+TEST(EngineFeedTest, ASavedStateRestoredIntoANewFeedClassifiesTheNextBatchAlike) {
+  auto idx_saved = make();
+  auto idx_restored = make();
+  const EngineFeed saved = make_feed(EngineFormat::vllm);
+  const EngineFeed restored = make_feed(EngineFormat::vllm);
+  const EngineFeed other = make_feed(EngineFormat::sglang);
+  const kvidx::Worker in_epoch{1, 0}, no_epoch{2, 0}, own{3, 0};
+  apply_in_epoch(saved, idx_saved, in_epoch, 5, 3, 1);
+  apply_in_epoch(saved, idx_saved, no_epoch, std::nullopt, 9, 2);
+  EXPECT_EQ(apply_in_epoch(restored, idx_restored, own, std::nullopt, 0, 1), SeqStatus::first);
+
+  auto state = saved.save_state();
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->size(), 20u + 2 * 40u);
+
+  EXPECT_EQ(other.restore_state(*state), Errc::invalid_argument);
+  const std::vector<std::uint8_t> truncated(state->begin(), state->end() - 1);
+  EXPECT_EQ(restored.restore_state(truncated), Errc::malformed);
+  const std::vector<std::uint8_t> garbage(state->size(), 0xAB);
+  EXPECT_EQ(restored.restore_state(garbage), Errc::malformed);
+  EXPECT_EQ(restored.restore_state({nullptr, 0}), Errc::malformed);
+  auto publishers = restored.publishers();
+  ASSERT_TRUE(publishers.ok());
+  EXPECT_EQ(*publishers, 1u) << "a refused state leaves the feed's own publisher";
+#if defined(KVIDX_HAS_FEED_START)
+  auto next = restored.next_seq(own);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, 1u) << "and its sequence";
+#endif
+
+  ASSERT_EQ(restored.restore_state(*state), Errc::ok);
+  publishers = restored.publishers();
+  ASSERT_TRUE(publishers.ok());
+  EXPECT_EQ(*publishers, 2u) << "the saved publishers replace the feed's own";
+  auto st = restored.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->batches, 1u) << "the counters are kept";
+
+  for (const EngineFeed* feed : {&restored, &saved}) {
+    const kvidx::Indexer& idx = feed == &saved ? idx_saved : idx_restored;
+    SCOPED_TRACE(feed == &saved ? "saved" : "restored");
+    EXPECT_EQ(apply_in_epoch(*feed, idx, in_epoch, 5, 4, 3), SeqStatus::in_order);
+    auto r = feed->apply_epoch_at(idx, no_epoch.id, no_epoch.rank, std::nullopt,
+                                  kvidx::seq_frame(12), fixture(kOneBlock), 4);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->seq(), SeqStatus::gap);
+    EXPECT_EQ(r->seq_expected, 10u);
+    EXPECT_EQ(r->batches_missed, 2u);
+    EXPECT_EQ(apply_in_epoch(*feed, idx, in_epoch, 6, 5, 5), SeqStatus::restart);
+  }
+  EXPECT_EQ(apply_in_epoch(restored, idx_restored, own, std::nullopt, 1, 6), SeqStatus::first)
+      << "the feed's own publisher was replaced";
+
+  const EngineFeed empty = make_feed(EngineFormat::vllm);
+  auto empty_state = empty.save_state();
+  ASSERT_TRUE(empty_state.ok());
+  EXPECT_EQ(empty_state->size(), 20u) << "a feed without publishers saves the header only";
+}
+
+TEST(EngineFeedTest, MovedFromFeedSaveRestoreAndEpochApplyAreNullPointer) {
+  auto idx = make();
+  EngineFeed feed = make_feed(EngineFormat::vllm);
+  EngineFeed moved = std::move(feed);
+  // NOLINTBEGIN(bugprone-use-after-move)
+  EXPECT_EQ(feed.save_state().status(), Errc::null_pointer);
+  EXPECT_EQ(feed.restore_state({}), Errc::null_pointer);
+  EXPECT_EQ(feed.apply_epoch_at(idx, 1, 0, 1, kvidx::seq_frame(0), fixture(kOneBlock), 1)
+                .status(),
+            Errc::null_pointer);
+  // NOLINTEND(bugprone-use-after-move)
+  EXPECT_TRUE(moved.save_state().ok());
+}
+#endif  // KVIDX_HAS_FEED_STATE
 
 TEST(EngineFeedTest, FlagsKeepTheWorkerAndPublishersAreTrackedApart) {
   auto idx = make();
