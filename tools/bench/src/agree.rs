@@ -155,12 +155,17 @@ mod tests {
         .collect();
         let a = check(
             &ops,
-            &[Subject::Positional, Subject::Radix, Subject::Baseline],
+            &[
+                Subject::Positional,
+                Subject::Radix,
+                Subject::Runs,
+                Subject::Baseline,
+            ],
         )
         .unwrap();
         assert_eq!(a.against, "positional");
         assert_eq!(a.queries, 3);
-        assert_eq!(a.differ, vec![("radix", 0), ("nested-map", 1)]);
+        assert_eq!(a.differ, vec![("radix", 0), ("runs", 0), ("nested-map", 1)]);
         assert!(a.differ_tiered.is_empty(), "no tiered events");
         assert_eq!(check(&ops, &[Subject::Baseline]), None);
         assert_eq!(check(&ops, &[Subject::Positional, Subject::Null]), None);

@@ -426,7 +426,12 @@ mod tests {
 
     #[test]
     fn closed_loop_counts_every_operation_and_query() {
-        for subject in [Subject::Positional, Subject::Radix, Subject::Baseline] {
+        for subject in [
+            Subject::Positional,
+            Subject::Radix,
+            Subject::Runs,
+            Subject::Baseline,
+        ] {
             let r = run(&tiny(), subject, ONE_EACH, Load::Closed, Queries::Plain);
             assert_eq!(
                 (r.ops, r.block_ops, r.queries),

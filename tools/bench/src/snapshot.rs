@@ -108,6 +108,7 @@ fn backend(name: crate::target::Subject) -> Result<BackendKind, String> {
     match name {
         crate::target::Subject::Positional => Ok(BackendKind::Positional),
         crate::target::Subject::Radix => Ok(BackendKind::Radix),
+        crate::target::Subject::Runs => Ok(BackendKind::Runs),
         other => Err(format!("{other:?} has no snapshots")),
     }
 }

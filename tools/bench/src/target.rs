@@ -32,6 +32,8 @@ pub enum Subject {
     Positional,
     /// kvidx, radix backend.
     Radix,
+    /// kvidx, run-compressed backend.
+    Runs,
     /// kvidx, the reference model (slow: linear scans under one lock).
     Reference,
     /// The naive nested map of the design story (inexact; see `baseline`).
@@ -61,6 +63,7 @@ impl Subject {
         match self {
             Subject::Positional => "positional",
             Subject::Radix => "radix",
+            Subject::Runs => "runs",
             Subject::Reference => "reference",
             Subject::Baseline => "nested-map",
             Subject::Null => "null",
@@ -78,7 +81,7 @@ impl Subject {
     pub fn is_exact(self) -> bool {
         matches!(
             self,
-            Subject::Positional | Subject::Radix | Subject::Reference
+            Subject::Positional | Subject::Radix | Subject::Runs | Subject::Reference
         )
     }
 
@@ -95,6 +98,7 @@ impl Subject {
         match self {
             Subject::Positional
             | Subject::Radix
+            | Subject::Runs
             | Subject::Reference
             | Subject::Baseline
             | Subject::Null => true,
@@ -137,6 +141,7 @@ impl Subject {
         let indexer = match self {
             Subject::Positional => Indexer::new(config(BackendKind::Positional)),
             Subject::Radix => Indexer::new(config(BackendKind::Radix)),
+            Subject::Runs => Indexer::new(config(BackendKind::Runs)),
             Subject::Reference => Indexer::new(config(BackendKind::Reference)),
             // The baseline structure behind kvidx's own write path.
             Subject::Baseline => Indexer::with_backend(
