@@ -4,11 +4,15 @@
 //! torn if it names worker 1 at a depth other than the full chain (a store seen half applied:
 //! never a state worker 1 was in, since one event is one change).
 //!
-//! `cargo run --release -p kvidx --example churn [SECONDS] [positional|radix|runs] [EVENT_THREADS]`
+//! The run is sized by work, not time: the writer goes on until the reader has given at least
+//! ANSWERS answers and the writer has made at least ANSWERS / 100 rounds, so a slow or loaded
+//! machine checks as many answers as a fast one.
+//!
+//! `cargo run --release -p kvidx --example churn [ANSWERS] [positional|radix|runs] [EVENT_THREADS]`
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kvidx::{BackendKind, Block, Config, Event, Indexer, Worker};
 
@@ -23,7 +27,11 @@ fn chain(worker: Worker, offset: u64) -> Event {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let seconds: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let min_answers: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
+    let min_rounds = (min_answers / 100).max(1);
     let backend = match args.next().as_deref() {
         Some("radix") => BackendKind::Radix,
         Some("runs") => BackendKind::Runs,
@@ -76,7 +84,7 @@ fn main() {
     let (w1, w2) = (Worker::new(1, 0), Worker::new(2, 0));
     let started = Instant::now();
     let mut rounds = 0u64;
-    while started.elapsed() < Duration::from_secs(seconds) {
+    while rounds < min_rounds || answers.load(Ordering::Relaxed) < min_answers {
         index.apply_event(chain(w1, 1)).unwrap();
         index.apply_event(chain(w2, 5000)).unwrap();
         index.remove_worker(1).unwrap();
@@ -85,11 +93,12 @@ fn main() {
     }
     stop.store(true, Ordering::Relaxed);
     reader.join().unwrap();
+    let seconds = started.elapsed().as_secs_f64();
     let answers = answers.load(Ordering::Relaxed).max(1);
     let (wrong, torn) = (wrong.load(Ordering::Relaxed), torn.load(Ordering::Relaxed));
     let share = |n: u64| 100.0 * n as f64 / answers as f64;
     println!(
-        "{backend:?}, {event_threads} event threads, {seconds} s: {rounds} rounds, {answers} \
+        "{backend:?}, {event_threads} event threads, {seconds:.1} s: {rounds} rounds, {answers} \
          answers: {wrong} name a wrong worker ({:.4}%), {torn} torn ({:.4}%)",
         share(wrong),
         share(torn)
