@@ -2,6 +2,7 @@ package zmqfeed
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -101,37 +102,47 @@ func TestAFailedReplayLeavesTheGapToTheFeed(t *testing.T) {
 	}
 }
 
-// The engine restarts on the same ports with a new chain (its sequence begins again at 0):
-// the subscriber connects again, which begins an epoch: the old chain is removed and the new
-// engine's batches, the ones it sent before the connection included, are replayed from 0.
+// The engine restarts on the same ports with a new chain and, before the subscriber is back,
+// publishes as many batches as the old one did: its next batch continues the old sequence.
+// Only the connection tells the engines apart: it begins an epoch, which removes the old
+// chain and rebuilds the worker from the new engine's replay socket, asked from 0 (without
+// one, the new chain's first blocks stay unknown: its next block is rejected).
 func TestAReconnectionBeginsAnEpoch(t *testing.T) {
-	old := startEngine(t, "127.0.0.1:0", "127.0.0.1:0", 0, 1000)
-	pubAddr, replayAddr := old.pub.Addr().String(), old.router.Addr().String()
-	r := connectedTo(t, old, true, Options{MaxBackoff: 100 * time.Millisecond})
-	old.send(".....")
-	r.applied(t, 4)
-	if got := r.depth(t, 0, 5); got != 5 {
-		t.Fatalf("depth %d on the old chain, want 5", got)
-	}
-	old.stop()
-	<-old.done
-	fresh := startEngine(t, pubAddr, replayAddr, 50_000, 9000)
-	fresh.send(".") // before the subscriber is back: only the replay socket has it
-	eventually(t, "the subscriber connected again", fresh.subscribed)
-	fresh.send("..")
-	r.applied(t, 2)
-	st := r.sub.Stats()
-	if got := r.depth(t, 0, 5); got != 0 {
-		t.Fatalf("depth %d on the old chain after the restart, want 0; %+v", got, st)
-	}
-	if got := r.depth(t, 50_000, 3); got != 3 {
-		t.Fatalf("depth %d on the new chain, want 3; %+v", got, st)
-	}
-	if st.Epochs != 2 || st.Connects < 2 || st.Disconnects < 1 || st.Feed.WorkersCleared != 0 {
-		t.Fatalf("%+v", st)
-	}
-	if reqs := fresh.replayRequests(); len(reqs) != 1 || reqs[0] != 0 {
-		t.Fatalf("replay requests to the new engine %v, want [0]", reqs)
+	for _, withReplay := range []bool{true, false} {
+		t.Run(fmt.Sprintf("replay=%v", withReplay), func(t *testing.T) {
+			old := startEngine(t, "127.0.0.1:0", "127.0.0.1:0", 0, 1000)
+			pubAddr, replayAddr := old.pub.Addr().String(), old.router.Addr().String()
+			r := connectedTo(t, old, withReplay, Options{MaxBackoff: 100 * time.Millisecond})
+			old.send("...")
+			r.applied(t, 2)
+			if got := r.depth(t, 0, 3); got != 3 {
+				t.Fatalf("depth %d on the old chain, want 3", got)
+			}
+			old.stop()
+			<-old.done
+			fresh := startEngine(t, pubAddr, replayAddr, 50_000, 9000)
+			fresh.send("xxx") // before the subscriber is back: only the replay socket has them
+			eventually(t, "the subscriber connected again", fresh.subscribed)
+			fresh.send(".")
+			r.applied(t, 3)
+			st := r.sub.Stats()
+			if got := r.depth(t, 0, 3); got != 0 {
+				t.Fatalf("depth %d on the old chain after the restart, want 0; %+v", got, st)
+			}
+			want, requests := uint32(0), []uint64(nil)
+			if withReplay {
+				want, requests = 4, []uint64{0}
+			}
+			if got := r.depth(t, 50_000, 4); got != want {
+				t.Fatalf("depth %d on the new chain, want %d; %+v", got, want, st)
+			}
+			if reqs := fresh.replayRequests(); !slices.Equal(reqs, requests) {
+				t.Fatalf("replay requests to the new engine %v, want %v", reqs, requests)
+			}
+			if st.Epochs != 2 || st.Connects < 2 || st.Disconnects < 1 || st.Feed.WorkersCleared != 0 {
+				t.Fatalf("%+v", st)
+			}
+		})
 	}
 }
 
