@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$1"
 module="${2:-example.com/app}"
-purego_req="$(grep -E '^require github.com/ebitengine/purego ' "$root/bindings/go/go.mod" | sed 's/^require //')"
+purego_req="$(sed -nE 's/^(require)?[[:space:]]*(github\.com\/ebitengine\/purego v[^ ]+).*/\2/p' "$root/bindings/go/go.mod" | head -n 1)"
 [ -n "$purego_req" ] || { echo "go-consumer-module: no purego requirement in bindings/go/go.mod" >&2; exit 1; }
 mkdir -p "$dir"
 cat >"$dir/go.mod" <<EOF

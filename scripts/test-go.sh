@@ -3,7 +3,9 @@
 # and every Go test in both back ends (cgo with dynamic and static linking; purego with
 # CGO_ENABLED=0), under the race detector and under GOEXPERIMENT=cgocheck2, and checks what
 # each binary links. The engine-ingestion tests read the committed payloads of
-# tests/fixtures/engine/. Exits non-zero on the first failure.
+# tests/fixtures/engine/; the router's --zmq end-to-end test (TestZMQFromVLLMsPublisher) runs
+# vLLM's own ZmqEventPublisher from the venv of scripts/vllm-venv.sh (made on first use).
+# Exits non-zero on the first failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -31,6 +33,9 @@ export KVIDX_LIBRARY_PATH="$prefix/lib/libkvidx.so.0"
 lib_id="$(cat "$prefix/include/kvidx.h" "$prefix/lib/libkvidx.a" "$prefix/lib/libkvidx.so.0" | sha256sum | cut -c1-16)"
 export CGO_CFLAGS="-O2 -g -DKVIDX_LIB_ID=0x$lib_id"
 go version
+# vLLM's publisher class for the router's --zmq end-to-end test.
+KVIDX_VLLM_PYTHON="$(bash scripts/vllm-venv.sh)"
+export KVIDX_VLLM_PYTHON
 
 log="$(mktemp)"
 trap 'rm -f "$log" /tmp/kvidx-go-$$-*.test' EXIT
@@ -43,7 +48,7 @@ run() {
     echo "test-go: go test ($label) failed in $dir" >&2
     exit 1
   fi
-  grep -E '^(ok|PASS|FAIL)[[:space:]]|back end (cgo|purego), library|routed to a cached prefix' "$log" | sed 's/^ *//' || true
+  grep -E '^(ok|PASS|FAIL)[[:space:]]|back end (cgo|purego), library|routed to a cached prefix|zmq e2e:' "$log" | sed 's/^ *//' || true
   passed=$((passed + $(grep -c -- '^--- PASS' "$log" || true)))
 }
 passed=0

@@ -38,12 +38,15 @@ func TestHelpOnStdout(t *testing.T) {
 	for _, arg := range []string{"--help", "-help", "-h"} {
 		stdout, stderr, exit := runBinary(t, bin, arg)
 		if exit != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage: go-router") ||
-			!strings.Contains(stdout, "-max-body") || !strings.Contains(stdout, "-nats") {
+			!strings.Contains(stdout, "-max-body") || !strings.Contains(stdout, "-nats") ||
+			!strings.Contains(stdout, "-zmq URL=WORKER[:RANK][,replay=URL]") {
 			t.Errorf("go-router %s: exit %d, stdout %q, stderr %q; want the usage on stdout, exit 0",
 				arg, exit, stdout, stderr)
 		}
 	}
-	for _, args := range [][]string{{"--no-such-flag"}, {"-block-size", "x"}, {"serve"}} {
+	for _, args := range [][]string{{"--no-such-flag"}, {"-block-size", "x"}, {"serve"},
+		{"--zmq", "tcp://h:5557"}, {"--zmq-format", "tgi"},
+		{"--zmq", "tcp://h:5557=7", "--nats", "nats://127.0.0.1:4222"}} {
 		stdout, stderr, exit := runBinary(t, bin, args...)
 		if exit != 2 || stdout != "" || !strings.Contains(stderr, "Usage: go-router") {
 			t.Errorf("go-router %v: exit %d, stdout %q, stderr %q; want the usage on stderr, exit 2",

@@ -7,6 +7,10 @@
 // JetStream stream (each applied once, as the offset batch at its stream sequence), saves
 // snapshots to the KVIDX_SNAPSHOTS object store and starts from the newest valid one (see
 // replica.go and docs/replicas.md).
+//
+// With --zmq URL=WORKER[:RANK][,replay=URL] (repeatable) the router subscribes to the engines'
+// ZMQ KV-event publishers itself, with no bus: each publisher's batches are applied as they
+// arrive, gaps filled from its replay socket (zmq.go, package zmqfeed of the binding).
 package main
 
 import (
@@ -26,6 +30,7 @@ import (
 	"time"
 
 	kvidx "github.com/kvidx/kvidx/bindings/go"
+	"github.com/kvidx/kvidx/bindings/go/zmqfeed"
 )
 
 // options are the command-line settings.
@@ -48,6 +53,8 @@ type options struct {
 	logLevel slog.Level
 	// nats is --nats mode: events come from the KVIDX_EVENTS stream (docs/replicas.md).
 	nats natsOptions
+	// zmq is --zmq mode: events come from the engines' ZMQ publishers directly.
+	zmq zmqOptions
 }
 
 // timeouts are the HTTP server's: a request's header must arrive within readHeader and the
@@ -74,6 +81,7 @@ func defaultOptions() options {
 		logLevel:      slog.LevelInfo,
 		timeouts:      timeouts{readHeader: 5 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idle: 2 * time.Minute},
 		nats:          defaultNATSOptions(),
+		zmq:           zmqOptions{format: kvidx.EngineVLLM},
 	}
 }
 
@@ -90,15 +98,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, ix, rep, err := newReplicaServer(ctx, o)
+	srv, ix, stopFeed, err := newFedServer(ctx, o)
 	if err != nil {
 		fatal(err)
 	}
 	srv.Handler = logRequests(srv.Handler, logger)
 	defer ix.Close()
-	if rep != nil {
-		defer rep.close()
-	}
+	defer stopFeed()
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -106,8 +112,11 @@ func main() {
 		_ = srv.Shutdown(shutdown)
 	}()
 	mode := "POST /events"
-	if o.nats.url != "" {
+	switch {
+	case o.nats.url != "":
 		mode = "stream " + streamName + " on " + o.nats.url
+	case len(o.zmq.sources) > 0:
+		mode = fmt.Sprintf("ZMQ: %d engine publishers (%s)", len(o.zmq.sources), o.zmq.format)
 	}
 	logger.Info("go-router listening", "addr", ln.Addr().String(), "backend", o.backend, "events", mode, "log_level", o.logLevel.String())
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -124,9 +133,13 @@ func fatal(err error) {
 // usageHeader opens the usage text, above the flags.
 const usageHeader = `Usage: go-router [flags]
 
-An HTTP router over a kvidx index: engines' KV events come in on POST /events (or, with
---nats, from the KVIDX_EVENTS JetStream stream), POST /route picks the worker with the best
-mix of cached prefix and load. Every flag takes one dash or two.
+An HTTP router over a kvidx index: engines' KV events come in on POST /events, or with
+--zmq straight from the engines' ZMQ publishers (one router, no bus), or with --nats from the
+KVIDX_EVENTS JetStream stream (replicas: the way to scale out). POST /route picks the worker
+with the best mix of cached prefix and load. Every flag takes one dash or two.
+
+  go-router --zmq tcp://10.0.0.7:5557=7,replay=tcp://10.0.0.7:5567 \
+            --zmq tcp://10.0.0.7:5558=7:1,replay=tcp://10.0.0.7:5568
 
 Flags:
 `
@@ -164,6 +177,18 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
 	fs.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
 	fs.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
+	fs.Func("zmq", "`URL=WORKER[:RANK][,replay=URL]` (repeatable): subscribe to an engine's ZMQ KV-event publisher at URL (tcp://HOST:PORT or ipc://PATH; one per DP rank) for worker WORKER, rank RANK (default 0), filling gaps from its ROUTER replay socket; POST /events off", func(s string) error {
+		src, err := zmqfeed.ParseSource(s)
+		if err == nil {
+			o.zmq.sources = append(o.zmq.sources, src)
+		}
+		return err
+	})
+	fs.Func("zmq-format", "--zmq: the engines' wire `format`: vllm, sglang or trtllm (default vllm)", func(s string) (err error) {
+		o.zmq.format, err = parseEngineFormat(s)
+		return err
+	})
+	fs.StringVar(&o.zmq.topic, "zmq-topic", "", "--zmq: the topic `prefix` subscribed to (default: every topic)")
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, usageHeader)
 		fs.SetOutput(w)
@@ -181,6 +206,10 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
 		usage(stderr)
 		return o, 2, true
+	case o.nats.url != "" && len(o.zmq.sources) > 0:
+		fmt.Fprintln(stderr, "--zmq and --nats exclude each other: a router takes its events from the engines or from the stream")
+		usage(stderr)
+		return o, 2, true
 	}
 	return o, 0, false
 }
@@ -191,20 +220,33 @@ func newServer(o options) (*http.Server, *kvidx.Indexer, error) {
 	return srv, ix, err
 }
 
-// newReplicaServer is newServer plus, in --nats mode, the replica: bootstrap from the newest
-// snapshot, then the stream consumer, which runs until ctx ends.
-func newReplicaServer(ctx context.Context, o options) (*http.Server, *kvidx.Indexer, *replica, error) {
+// newFedServer is newServer plus the feed of the index other than POST /events: in --nats
+// mode the replica (bootstrap from the newest snapshot, then the stream consumer), in --zmq
+// mode the engines' subscribers; either runs until ctx ends or stop is called (stop waits for
+// it; call it before closing the index).
+func newFedServer(ctx context.Context, o options) (srv *http.Server, ix *kvidx.Indexer, stop func(), err error) {
 	srv, ix, api, err := buildServer(o)
-	if err != nil || o.nats.url == "" {
-		return srv, ix, nil, err
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	rep, err := startReplica(ctx, o.nats, ix, api.router)
+	stop = func() {}
+	switch {
+	case o.nats.url != "":
+		var rep *replica
+		if rep, err = startReplica(ctx, o.nats, ix, api.router); err == nil {
+			api.replica, stop = rep, rep.close
+		}
+	case len(o.zmq.sources) > 0:
+		var z *zmqInput
+		if z, err = startZMQ(ctx, o.zmq, ix, api.router); err == nil {
+			api.zmq, stop = z, z.close
+		}
+	}
 	if err != nil {
 		_ = ix.Close()
 		return nil, nil, nil, err
 	}
-	api.replica = rep
-	return srv, ix, rep, nil
+	return srv, ix, stop, nil
 }
 
 // buildServer builds the index, the router and the HTTP server for the options, and returns

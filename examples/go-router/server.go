@@ -35,6 +35,9 @@ type server struct {
 	// replica, in --nats mode, feeds the index from the stream: POST /events and
 	// DELETE /workers are then refused (409) so replicas stay identical; GET /replica reports.
 	replica *replica
+	// zmq, in --zmq mode, feeds the index from the engines' publishers: POST /events and
+	// DELETE /workers are then refused (409), the engines being the index's only source.
+	zmq *zmqInput
 	// beforeApply, when set (tests only), runs in POST /events between registering the
 	// request's workers and submitting its events, with the workers' locks held.
 	beforeApply func(workers []workerKey)
@@ -235,12 +238,28 @@ func (s *server) failRead(w http.ResponseWriter, err error) {
 	}
 }
 
-// errFromStream refuses index changes over HTTP in --nats mode.
-const errFromStream = "this router is a replica fed by the " + streamName + " stream (--nats): index changes come from the stream only"
+// errFromStream refuses index changes over HTTP in --nats mode, errFromEngines in --zmq mode.
+const (
+	errFromStream  = "this router is a replica fed by the " + streamName + " stream (--nats): index changes come from the stream only"
+	errFromEngines = "this router is fed by the engines' ZMQ publishers (--zmq): index changes come from them only"
+)
+
+// fedElsewhere refuses (409) a change of the index over HTTP when the index has another
+// source (--nats, --zmq), and says so.
+func (s *server) fedElsewhere(w http.ResponseWriter) bool {
+	switch {
+	case s.replica != nil:
+		s.fail(w, http.StatusConflict, errFromStream)
+	case s.zmq != nil:
+		s.fail(w, http.StatusConflict, errFromEngines)
+	default:
+		return false
+	}
+	return true
+}
 
 func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
-	if s.replica != nil {
-		s.fail(w, http.StatusConflict, errFromStream)
+	if s.fedElsewhere(w) {
 		return
 	}
 	res := s.budget.reserve()
@@ -464,8 +483,7 @@ func (s *server) deleteRequest(w http.ResponseWriter, req *http.Request) {
 }
 
 func (s *server) deleteWorker(w http.ResponseWriter, req *http.Request) {
-	if s.replica != nil {
-		s.fail(w, http.StatusConflict, errFromStream)
+	if s.fedElsewhere(w) {
 		return
 	}
 	id, err := pathID(req)
@@ -490,6 +508,9 @@ func (s *server) getMetrics(w http.ResponseWriter, _ *http.Request) {
 	s.metrics.write(w, st, s.router, s.budget)
 	if s.replica != nil {
 		s.replica.writeMetrics(w)
+	}
+	if s.zmq != nil {
+		s.zmq.writeMetrics(w)
 	}
 }
 

@@ -7,13 +7,14 @@ sequence numbering, its msgspec encoding, its PUB and ROUTER sockets and its rep
 are vLLM's.
 
 Usage: python vllm_engine.py --endpoint tcp://*:5557 --replay tcp://*:5567 [--ranks 2]
-    [--topic kv@pod@model] [--hash-base 1000]
+    [--topic kv@pod@model] [--hash-base 1000] [--rank-token-offset 0]
 
 Rank r binds `endpoint` and `replay` with the port + r (vLLM's own offset). Then it reads
 commands from stdin, one a line, and answers each on stdout once done:
     publish RANK    -> "sent RANK SEQ HASH": the next block of rank RANK's chain (one
                        BlockStored of 16 tokens whose block hash is hash-base + 1000 * RANK +
-                       SEQ, its parent the previous block), handed to the socket
+                       SEQ, its parent the previous block), handed to the socket; block SEQ's
+                       tokens are rank-token-offset * RANK + 16 * SEQ + 1 .. + 16
     exit            -> shuts the publishers down and exits 0
 It prints "ready" once every socket is bound.
 """
@@ -84,6 +85,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--topic", default="kv@10.0.0.7:8000@llama")
     parser.add_argument("--hash-base", type=int, default=1000)
+    parser.add_argument("--rank-token-offset", type=int, default=0)
     args = parser.parse_args()
     kv, path = load_kv_events()
     print(f"vllm_engine.py: {kv.ZmqEventPublisher.__module__} from {path}", file=sys.stderr)
@@ -103,7 +105,8 @@ def main():
             sys.exit(f"vllm_engine.py: unknown command {line!r}")
         rank = int(words[1])
         block = args.hash_base + 1000 * rank + sent[rank]
-        tokens = list(range(16 * sent[rank] + 1, 16 * sent[rank] + 17))
+        first = args.rank_token_offset * rank + 16 * sent[rank] + 1
+        tokens = list(range(first, first + 16))
         stored = kv.BlockStored(block_hashes=[block], parent_block_hash=parents[rank],
                                 token_ids=tokens, block_size=16, lora_id=None, medium="GPU",
                                 lora_name=None)
