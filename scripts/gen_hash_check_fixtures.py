@@ -9,6 +9,12 @@ untagged event form, `maybe_convert_block_hash`), executed as published with the
 module's imports (torch, the config, the scheduler) left out; the events are the wheel's
 `kv_events` classes, msgpack-encoded with msgspec as its publisher does.
 
+SGLang 0.5.23: the wheel's event recorder (`sglang/srt/mem_cache/events.py`,
+`KVCacheEventRecorder.record_store` / `record_remove`), the node hashing of
+`sglang/srt/mem_cache/utils.py` (executed as published) and its native page hash
+(`cpp_utils/hash_binding.cpp`, compiled here with pybind11 and OpenSSL as SGLang's loader
+would), on stand-in radix nodes; events are the wheel's `kv_events` classes, msgspec-encoded.
+
 Each scenario is a list of batches (`<scenario>_<n>.msgpack`); `manifest.txt` lists, per
 scenario, the engine format, the algorithm and seed the engine hashed with, its block size,
 the number of batches and the blocks the check must find matched and unverifiable.
@@ -23,6 +29,7 @@ import importlib.util
 import logging
 import os
 import sys
+import tempfile
 import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,11 +37,16 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "zmq-subscriber"))
 import vllm_engine  # noqa: E402  (loads the wheel's kv_events with its heavy imports stood in for)
 
 
-def vllm_root():
-    spec = importlib.util.find_spec("vllm")
+def engine_root(package):
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("gen_hash_check_fixtures.py: run with the Python of scripts/vllm-venv.sh")
+        sys.exit(f"gen_hash_check_fixtures.py: the {package} wheel is missing: run with the Python "
+                 "of scripts/vllm-venv.sh after scripts/test-hash-check.sh installed the wheels")
     return list(spec.submodule_search_locations)[0]
+
+
+def vllm_root():
+    return engine_root("vllm")
 
 
 def load_hashing(root):
@@ -174,6 +186,122 @@ def vllm_scenarios(kv, root):
     return out
 
 
+SGLANG_UTILS = [
+    "get_hash_str", "storage_namespace_seed", "get_storage_hash_str", "hash_str_to_int64",
+    "compute_node_hash_values", "compute_node_event_hash_values",
+]
+
+
+def stand_in(name, **attributes):
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    module.__path__ = []
+    sys.modules[name] = module
+    return module
+
+
+def functions_of(path, names, namespace):
+    """The named top-level functions of a published source file, executed unchanged."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    wanted = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    missing = set(names) - {n.name for n in wanted}
+    if missing:
+        sys.exit(f"gen_hash_check_fixtures.py: {path} lacks {sorted(missing)}")
+    flags = __future__.annotations.compiler_flag
+    exec(compile(ast.Module(body=wanted, type_ignores=[]), path, "exec", flags=flags,
+                 dont_inherit=True), namespace)
+    return namespace
+
+
+def build_native_hash(src, build_dir):
+    """SGLang's native page hash, built from the wheel's hash_binding.cpp."""
+    import sysconfig
+    import subprocess
+    import pybind11
+
+    name = "hicache_hash_cpp"
+    out = os.path.join(build_dir, name + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["c++", "-O1", "-shared", "-fPIC", "-std=c++17", "-w",
+                    f"-DTORCH_EXTENSION_NAME={name}", "-I" + sysconfig.get_paths()["include"],
+                    "-I" + pybind11.get_include(), src, "-lcrypto", "-o", out], check=True)
+    spec = importlib.util.spec_from_file_location(name, out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class RadixKey:
+    """The attributes of sglang's RadixKey that the hashing and the recorder read."""
+
+    def __init__(self, tokens, extra_key=None, cache_salt=None):
+        self.token_ids, self.extra_key, self.cache_salt = list(tokens), extra_key, cache_salt
+        self.is_bigram = False
+
+    def __len__(self):
+        return len(self.token_ids)
+
+
+class TreeNode:
+    """The attributes of sglang's TreeNode that the hashing and the recorder read."""
+
+    def __init__(self, key, parent):
+        self.key, self.parent = key, parent
+        self.hash_value = None
+        self.event_hash_value = None
+
+
+def sglang_scenarios(root, build_dir):
+    mem_cache = os.path.join(root, "srt", "mem_cache")
+    stand_in("pydantic", BaseModel=object)
+    stand_in("sglang.srt.runtime_context", get_parallel=lambda: None)
+    stand_in("sglang.srt.utils.network", NetworkAddress=object)
+    spec = importlib.util.spec_from_file_location(
+        "sglang.srt.disaggregation.kv_events", os.path.join(root, "srt", "disaggregation", "kv_events.py"))
+    kv = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = kv
+    spec.loader.exec_module(kv)
+    spec = importlib.util.spec_from_file_location(
+        "sglang_native_hash", os.path.join(mem_cache, "cpp_utils", "native_hash.py"))
+    native = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(native)
+    compiled = build_native_hash(os.path.join(mem_cache, "cpp_utils", "hash_binding.cpp"), build_dir)
+    native._load_native_hash_module = lambda: compiled
+    utils = functions_of(os.path.join(mem_cache, "utils.py"), SGLANG_UTILS,
+                         {"hashlib": hashlib, "get_native_hash": native.get_native_hash})
+    stand_in("sglang.srt.mem_cache.utils", **{n: utils[n] for n in SGLANG_UTILS})
+    spec = importlib.util.spec_from_file_location("sglang_events", os.path.join(mem_cache, "events.py"))
+    events = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(events)
+
+    page = 16
+    names = events.KvEventLoraNames()
+    lora_id = "0123456789abcdef0123456789abcdef"
+    names.register(lora_id=lora_id, lora_name="sql-adapter")
+    recorder = events.KVCacheEventRecorder(enabled=True, page_size=page, lora_names=names)
+    encoder = __import__("msgspec").msgpack.Encoder()
+    root_node = TreeNode(RadixKey([]), None)
+    root_node.hash_value = []
+    prompt = list(range(1000, 1064))  # 4 pages
+    first = TreeNode(RadixKey(prompt), root_node)
+    tail = TreeNode(RadixKey(range(1, 33)), first)  # 2 pages continuing it
+    salted = TreeNode(RadixKey(prompt, cache_salt="tenant-a"), root_node)
+    adapter = TreeNode(RadixKey(prompt, extra_key="req-" + lora_id), root_node)
+
+    def batch(ts, *steps):
+        for step in steps:
+            step()
+        return encoder.encode(kv.KVEventBatch(ts=ts, events=recorder.take(), attn_dp_rank=0))
+
+    batches = [
+        batch(1.0, lambda: recorder.record_store(first)),
+        batch(2.0, lambda: recorder.record_store(tail), lambda: recorder.record_store(salted)),
+        batch(3.0, lambda: recorder.record_remove(tail), lambda: recorder.record_store(adapter)),
+    ]
+    # first 4, tail 2, salted 4, and the adapter's 4: an adapter known by its id alone is
+    # published without a name and hashed by its tokens (the recorder's default format).
+    return [("sglang_sha256", "sglang_sha256", "-", page, batches, 4 + 2 + 4 + 4, 0)]
+
+
 def main():
     global vllm_engine_encoder
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -183,14 +311,18 @@ def main():
 
     vllm_engine_encoder = msgspec.msgpack.Encoder()
     root = vllm_root()
+    sglang_root = engine_root("sglang")
     kv, _ = vllm_engine.load_kv_events()
     os.makedirs(args.out, exist_ok=True)
     manifest = ["# scenario format algorithm seed block_size batches matched unverifiable"]
-    for name, algorithm, seed, size, batches, matched, unverifiable in vllm_scenarios(kv, root):
+    scenarios = [("vllm", s) for s in vllm_scenarios(kv, root)]
+    with tempfile.TemporaryDirectory() as build_dir:
+        scenarios += [("sglang", s) for s in sglang_scenarios(sglang_root, build_dir)]
+    for fmt, (name, algorithm, seed, size, batches, matched, unverifiable) in scenarios:
         for i, payload in enumerate(batches):
             with open(os.path.join(args.out, f"{name}_{i}.msgpack"), "wb") as f:
                 f.write(payload)
-        manifest.append(f"{name} vllm {algorithm} {seed} {size} {len(batches)} {matched} {unverifiable}")
+        manifest.append(f"{name} {fmt} {algorithm} {seed} {size} {len(batches)} {matched} {unverifiable}")
     with open(os.path.join(args.out, "manifest.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(manifest) + "\n")
 

@@ -4,7 +4,8 @@
 //! those it did not (`mismatched`: the engine hashes with another algorithm, seed or block
 //! size than the check was told, so a router hashing the same way would not find its
 //! blocks either) and those it cannot recompute (`unverifiable`: no tokens, a parent the
-//! check never saw, a LoRA adapter's unpublished path, lookahead tokens, an unknown key).
+//! check never saw, a LoRA adapter (vLLM hashes its unpublished path; SGLang may namespace
+//! its published hashes with an unpublished key), lookahead tokens, an unknown key).
 //!
 //! Algorithms: vLLM's `sha256_cbor` and `xxhash_cbor` ([`vllm`]) and SGLang 0.5.23's page
 //! chain ([`sglang`]). The check keeps each publisher's full digests of the blocks it
@@ -156,7 +157,6 @@ impl HashChecker {
             .config
             .block_size
             .map_or(published_size, |b| b as usize);
-        let sglang = self.config.algorithm == HashAlgorithm::SglangSha256;
         if stored.token_ids.is_empty()
             || size == 0
             || published_size.checked_mul(n as usize) != Some(stored.token_ids.len())
@@ -165,7 +165,8 @@ impl HashChecker {
                 .iter()
                 .flatten()
                 .any(|t| !t.is_empty())
-            || (stored.lora_id.is_some() || stored.lora_name.is_some()) && !sglang
+            || stored.lora_id.is_some()
+            || stored.lora_name.is_some()
         {
             return unverifiable(0);
         }

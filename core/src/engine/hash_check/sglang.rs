@@ -2,8 +2,9 @@
 //! and the native `hash_binding.cpp`): each page's digest is
 //! `SHA-256(previous page's digest ++ tokens as u32 little-endian)`, the first page of a
 //! chain without a previous digest, or, with a cache salt, after
-//! `SHA-256("sglang-cache-salt-v1\0" ++ salt)`. The LoRA adapter is not part of the event
-//! hashes. Events carry the digest's first 8 bytes as a signed int64.
+//! `SHA-256("sglang-cache-salt-v1\0" ++ salt)`. Events carry the digest's first 8 bytes as a
+//! signed int64. A LoRA adapter's stores may publish those hashes namespaced by a key that
+//! events do not carry, so the check does not recompute them.
 
 use sha2::{Digest as _, Sha256};
 
