@@ -1,5 +1,5 @@
 //! llm-d's request keys (the KV-cache indexer's token processor), a block-key scheme a router
-//! built on llm-d computes and kvidx can index under (docs/contract.md section 3.4).
+//! built on llm-d computes and kvidx can index under (docs/contract.md, "llm-d's request keys").
 //!
 //! - `hash(parent, tokens, extra)` = FNV-64a over the canonical CBOR of the array
 //!   `[parent, tokens, extra]` (`parent` an unsigned integer, `tokens` an array of unsigned

@@ -7,8 +7,8 @@
 //! check never saw, a LoRA adapter (vLLM hashes its unpublished path; SGLang may namespace
 //! its published hashes with an unpublished key), lookahead tokens, an unknown key).
 //!
-//! Algorithms: vLLM's `sha256_cbor` and `xxhash_cbor` ([`vllm`]) and SGLang 0.5.23's page
-//! chain ([`sglang`]). The check keeps each publisher's full digests of the blocks it
+//! Algorithms: vLLM's `sha256_cbor` and `xxhash_cbor` (`vllm.rs`) and SGLang 0.5.23's page
+//! chain (`sglang.rs`). The check keeps each publisher's full digests of the blocks it
 //! matched (about 48 bytes per held block), forgets those the engine removes, and changes
 //! nothing in what the feed indexes.
 
