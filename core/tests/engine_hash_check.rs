@@ -245,3 +245,33 @@ fn an_llmd_feed_answers_llmd_request_keys() {
     let local = kvidx::hashing::hash_tokens(&prompt, 16);
     assert_eq!(depth(&index, &local), 0);
 }
+
+#[test]
+fn damaged_payloads_never_panic_and_count_nothing_when_refused() {
+    for s in scenarios() {
+        for i in 0..s.batches {
+            let good = batch(&s, i);
+            let mut damaged: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+            for at in 0..good.len() {
+                for bit in [0x01u8, 0x10, 0x80] {
+                    let mut flipped = good.clone();
+                    flipped[at] ^= bit;
+                    damaged.push(flipped);
+                }
+            }
+            for payload in damaged {
+                let index = indexer();
+                let mut feed = EngineFeed::new(FeedConfig::new(s.format));
+                feed.set_hash_check(Some(configured(&s)));
+                feed.set_llmd_keys(Some(LlmdKeysConfig {
+                    seed: String::new(),
+                    model: "m".to_owned(),
+                }));
+                let applied = feed.apply_message(&index, W.worker_id, Some(0), None, &payload);
+                if applied.is_err() {
+                    assert_eq!(feed.hash_check_totals(), Some(HashCheckCounts::default()));
+                }
+            }
+        }
+    }
+}
