@@ -164,6 +164,8 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
 	fs.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
 	fs.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
+	fs.Var(hashCheckFlag{&o.nats.hashCheck}, "hash-check", "--nats: recompute the engines' block hashes with these algorithms (comma-separated: vllm-sha256-cbor or vllm-xxhash-cbor, sglang-sha256) at -block-size and count matches per publisher in GET /metrics")
+	fs.StringVar(&o.nats.hashCheck.seed, "hash-seed", o.nats.hashCheck.seed, "--nats -hash-check: vLLM's NONE_HASH seed (the engines' PYTHONHASHSEED; unset: vllm-none-hash)")
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, usageHeader)
 		fs.SetOutput(w)
@@ -198,6 +200,7 @@ func newReplicaServer(ctx context.Context, o options) (*http.Server, *kvidx.Inde
 	if err != nil || o.nats.url == "" {
 		return srv, ix, nil, err
 	}
+	o.nats.hashCheck.blockSize = uint32(o.blockSize)
 	rep, err := startReplica(ctx, o.nats, ix, api.router)
 	if err != nil {
 		_ = ix.Close()
