@@ -11,6 +11,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# SGLang's page hash is a C++ extension: a compiler, OpenSSL's and Python's headers.
+need=()
+command -v c++ >/dev/null || need+=(g++)
+[ -f /usr/include/openssl/sha.h ] || need+=(libssl-dev)
+python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+  need+=(python3-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "test-hash-check: installing ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
 py=$(bash scripts/vllm-venv.sh)
 "$py" -m pip install -q --disable-pip-version-check --no-deps sglang==0.5.23 cbor2==6.3.0 \
   xxhash==4.1.0 pybind11==3.1.0

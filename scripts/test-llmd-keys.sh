@@ -7,6 +7,9 @@
 # (core/tests/engine_hash_check.rs, an_llmd_feed_answers_llmd_request_keys).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Go: as scripts/test-go.sh finds it (the module's dependency comes from the Go module proxy).
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 echo "== llm-d keys: the independent Go implementation"
 (cd tests/llmd-keys && go vet ./... && go test -count=1 ./...)
