@@ -275,3 +275,42 @@ fn damaged_payloads_never_panic_and_count_nothing_when_refused() {
         }
     }
 }
+
+/// Batch 0 of the default vLLM scenario with its store moved to KV-cache group 1.
+fn in_group_1(s: &Scenario) -> Vec<u8> {
+    use rmpv::Value;
+    let mut batch = rmpv::decode::read_value(&mut &batch(s, 0)[..]).unwrap();
+    let Value::Array(envelope) = &mut batch else {
+        panic!("envelope")
+    };
+    let Value::Array(events) = &mut envelope[1] else {
+        panic!("events")
+    };
+    let Value::Map(fields) = &mut events[0] else {
+        panic!("event")
+    };
+    let group = fields
+        .iter_mut()
+        .find(|(k, _)| k.as_str() == Some("group_idx"))
+        .expect("group_idx");
+    group.1 = Value::from(1);
+    let mut out = Vec::new();
+    rmpv::encode::write_value(&mut out, &batch).unwrap();
+    out
+}
+
+#[test]
+fn stores_of_a_group_the_feed_does_not_index_are_not_checked() {
+    let s = scenarios().into_iter().next().unwrap();
+    let payload = in_group_1(&s);
+    for (group, matched) in [(Some(0), 0), (Some(1), 5), (None, 5)] {
+        let mut config = FeedConfig::new(s.format);
+        config.options.group = group;
+        let mut feed = EngineFeed::new(config);
+        feed.set_hash_check(Some(configured(&s)));
+        feed.apply_message(&indexer(), W.worker_id, Some(0), None, &payload)
+            .unwrap();
+        let counts = feed.hash_check_counts(W).unwrap();
+        assert_eq!(counts.matched, matched, "group {group:?}: {counts:?}");
+    }
+}

@@ -54,7 +54,7 @@ impl FeedHooks {
         options: &ApplyOptions,
     ) {
         if let Some(check) = &mut self.check {
-            check.observe(worker, &mut batch.check, &event);
+            check.observe(worker, &mut batch.check, &event, options.group);
         }
         let plan = match &self.llmd {
             Some(llmd) => llmd.plan(worker, &mut batch.keys, &event),

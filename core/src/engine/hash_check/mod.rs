@@ -124,9 +124,18 @@ impl HashChecker {
         &self.config
     }
 
-    /// Looks at one decoded event of `worker`'s batch.
-    pub(crate) fn observe(&mut self, worker: Worker, batch: &mut BatchCheck, event: &EngineEvent) {
+    /// Looks at one decoded event of `worker`'s batch; stores of another KV-cache group than
+    /// `group` (the one the feed indexes; `None`: every group) are not checked.
+    pub(crate) fn observe(
+        &mut self,
+        worker: Worker,
+        batch: &mut BatchCheck,
+        event: &EngineEvent,
+        group: Option<u32>,
+    ) {
         match event {
+            EngineEvent::BlockStored(stored)
+                if group.is_some() && stored.group_idx.is_some() && stored.group_idx != group => {}
             EngineEvent::BlockStored(stored) => {
                 let counts = self.check_store(worker, batch, stored);
                 batch.counts.add(&counts);
