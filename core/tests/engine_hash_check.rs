@@ -314,3 +314,39 @@ fn stores_of_a_group_the_feed_does_not_index_are_not_checked() {
         assert_eq!(counts.matched, matched, "group {group:?}: {counts:?}");
     }
 }
+
+#[test]
+fn a_restored_feed_learns_chains_from_the_offset_batches_it_skips() {
+    let s = scenarios()
+        .into_iter()
+        .find(|s| s.name == "vllm_sha256_cbor_default")
+        .unwrap();
+    let config = LlmdKeysConfig {
+        seed: String::new(),
+        model: "base-model".to_owned(),
+    };
+    let index = indexer();
+    let mut before = EngineFeed::new(FeedConfig::new(s.format));
+    before.set_llmd_keys(Some(config.clone()));
+    before
+        .apply_message_at(&index, W.worker_id, Some(0), Some(0), &batch(&s, 0), 1)
+        .unwrap();
+    // A replica restored at offset 1: its feed has the tracking state, not the keys.
+    let mut after = EngineFeed::new(FeedConfig::new(s.format));
+    after.restore_state(&before.save_state()).unwrap();
+    after.set_llmd_keys(Some(config.clone()));
+    after.set_hash_check(Some(configured(&s)));
+    let replayed = after
+        .apply_message_at(&index, W.worker_id, Some(0), Some(0), &batch(&s, 0), 1)
+        .unwrap();
+    assert!(replayed.batch_skipped);
+    assert_eq!(after.hash_check_totals().unwrap().matched, 0);
+    after
+        .apply_message_at(&index, W.worker_id, Some(0), Some(1), &batch(&s, 1), 2)
+        .unwrap();
+    // The second request's 2 blocks continue the skipped batch's chain; the salted 4 too.
+    assert_eq!(after.hash_check_totals().unwrap().matched, 6);
+    let tokens: Vec<u32> = (1000..1064).chain(50..=81).collect();
+    let keys = llmd::request_keys(&tokens, 16, &config.seed, &config.model);
+    assert_eq!(depth(&index, &keys), 6);
+}

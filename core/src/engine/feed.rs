@@ -644,8 +644,11 @@ impl EngineFeed {
             clear_event,
         )
         .map_err(FeedError::Index)?;
-        if let Some(staged) = staged.filter(|_| !report.batch_skipped) {
-            self.hooks.commit(worker, staged, clear);
+        if let Some(staged) = staged {
+            // A skipped offset batch was applied before (the index holds it): its names still
+            // serve the chains that continue it, but it is not counted again.
+            let applied = !report.batch_skipped;
+            self.hooks.commit(worker, staged, clear && applied, applied);
         }
         *next_id = next_id.wrapping_add(report.events_submitted);
         report.seq = status;

@@ -67,11 +67,17 @@ impl FeedHooks {
         }
     }
 
-    /// Commits a batch of `worker` that applied (after a clear of the worker if
-    /// `clear_first`).
-    pub(crate) fn commit(&mut self, worker: Worker, batch: BatchHooks, clear_first: bool) {
+    /// Commits a decoded batch of `worker` (after a clear of the worker if `clear_first`);
+    /// the hash check counts it only if `counted` (it was applied now, not skipped).
+    pub(crate) fn commit(
+        &mut self,
+        worker: Worker,
+        batch: BatchHooks,
+        clear_first: bool,
+        counted: bool,
+    ) {
         if let Some(check) = &mut self.check {
-            check.commit(worker, batch.check, clear_first);
+            check.commit(worker, batch.check, clear_first, counted);
         }
         if let Some(llmd) = &mut self.llmd {
             llmd.commit(worker, batch.keys, clear_first);

@@ -235,11 +235,17 @@ impl HashChecker {
         counts
     }
 
-    /// Commits a batch of `worker` that applied, after the worker was cleared if
-    /// `clear_first`.
-    pub(crate) fn commit(&mut self, worker: Worker, batch: BatchCheck, clear_first: bool) {
+    /// Commits a batch of `worker`, after the worker was cleared if `clear_first`; its
+    /// outcomes are counted only if `counted`.
+    pub(crate) fn commit(
+        &mut self,
+        worker: Worker,
+        batch: BatchCheck,
+        clear_first: bool,
+        counted: bool,
+    ) {
         self.digests.commit(worker, batch.names, clear_first);
-        if batch.counts != HashCheckCounts::default() {
+        if counted && batch.counts != HashCheckCounts::default() {
             self.counts.entry(worker).or_default().add(&batch.counts);
         }
     }
