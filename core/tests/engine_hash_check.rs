@@ -207,11 +207,9 @@ fn depth(index: &Indexer, query: &[u64]) -> u32 {
         .map_or(0, |m| m.depth)
 }
 
-#[test]
-fn an_llmd_feed_answers_llmd_request_keys() {
-    // vLLM's default sha256 scenario: batch 0 stores 5 blocks of prompt ++ 1..=16, batch 1
-    // continues them with 2 blocks of 50..=81 and stores a salted prompt, batch 2 removes
-    // the fifth block and stores an image request, batch 3 a LoRA store of the prompt.
+/// vLLM's default sha256 scenario, and the llm-d scheme of the tests: llm-d's default seed,
+/// model "base-model".
+fn llmd_setup() -> (Scenario, LlmdKeysConfig) {
     let s = scenarios()
         .into_iter()
         .find(|s| s.name == "vllm_sha256_cbor_default")
@@ -220,6 +218,15 @@ fn an_llmd_feed_answers_llmd_request_keys() {
         seed: String::new(),
         model: "base-model".to_owned(),
     };
+    (s, config)
+}
+
+#[test]
+fn an_llmd_feed_answers_llmd_request_keys() {
+    // vLLM's default sha256 scenario: batch 0 stores 5 blocks of prompt ++ 1..=16, batch 1
+    // continues them with 2 blocks of 50..=81 and stores a salted prompt, batch 2 removes
+    // the fifth block and stores an image request, batch 3 a LoRA store of the prompt.
+    let (s, config) = llmd_setup();
     let index = indexer();
     let mut feed = EngineFeed::new(FeedConfig::new(s.format));
     feed.set_llmd_keys(Some(config.clone()));
@@ -317,14 +324,7 @@ fn stores_of_a_group_the_feed_does_not_index_are_not_checked() {
 
 #[test]
 fn a_restored_feed_learns_chains_from_the_offset_batches_it_skips() {
-    let s = scenarios()
-        .into_iter()
-        .find(|s| s.name == "vllm_sha256_cbor_default")
-        .unwrap();
-    let config = LlmdKeysConfig {
-        seed: String::new(),
-        model: "base-model".to_owned(),
-    };
+    let (s, config) = llmd_setup();
     let index = indexer();
     let mut before = EngineFeed::new(FeedConfig::new(s.format));
     before.set_llmd_keys(Some(config.clone()));
