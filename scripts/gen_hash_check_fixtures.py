@@ -88,7 +88,9 @@ def load_block_hasher(root, hashing):
         "os": os, "hashlib": hashlib, "logger": logging.getLogger("vllm"),
         "xxhash": hashing.xxhash, "xxhash_cbor": hashing.xxhash_cbor,
         "BlockHash": bytes, "envs": types.SimpleNamespace(VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=True),
-        "get_mm_features_in_window": None, "tensor_data": None,
+        # Prompt embeddings stand in as bytes: the hasher digests tensor_data of each block's
+        # slice, and the digest is what events carry.
+        "get_mm_features_in_window": None, "tensor_data": bytes,
     }
     # The module's annotations name types left out here: keep them unevaluated.
     flags = __future__.annotations.compiler_flag
@@ -99,7 +101,7 @@ def load_block_hasher(root, hashing):
 class Request:
     """The attributes of vllm.v1.request.Request that the block hasher reads."""
 
-    def __init__(self, tokens, mm=(), lora=None, cache_salt=None):
+    def __init__(self, tokens, mm=(), lora=None, cache_salt=None, prompt_embeds=None):
         self.all_token_ids = list(tokens)
         self.num_tokens = len(tokens)
         self.block_hashes = []
@@ -111,7 +113,7 @@ class Request:
         self.lora_request = None if lora is None else types.SimpleNamespace(
             lora_name=lora[0], lora_path=lora[1])
         self.cache_salt = cache_salt
-        self.prompt_embeds = None
+        self.prompt_embeds = prompt_embeds
         self._prompt_embeds_per_block_hashes = {}
 
 
@@ -173,15 +175,18 @@ def vllm_scenarios(kv, root):
         salted = Request(prompt, cache_salt="tenant-a")
         image = Request(list(range(2000, 2048)), mm=[("img-7f3a", 10, 20)])
         adapter = Request(prompt, lora=("sql-adapter", "/adapters/sql"))
+        embeds = Request(list(range(3000, 3032)), prompt_embeds=bytes(range(256)) * 4)
         batches = [
             engine.batch(1.0, [engine.store(first, 0)]),
             engine.batch(2.0, [engine.store(second, 4), engine.store(salted, 0)]),
-            engine.batch(3.0, [engine.removed(first, [4]), engine.store(image, 0)]),
+            engine.batch(3.0, [engine.removed(first, [4]), engine.store(image, 0),
+                               engine.store(embeds, 0)]),
             engine.batch(4.0, [engine.store(adapter, 0, lora="sql-adapter")]),
         ]
         name = f"vllm_{algorithm}_{'default' if seed is None else 'seed' + seed}"
-        # first 5, second 2 (after first's 4), salted 4, image 3; the adapter's 4 need its path.
-        out.append((name, algorithm, seed or "vllm-none-hash", 16, batches, 5 + 2 + 4 + 3, 4))
+        # first 5, second 2 (after first's 4), salted 4, image 3, embeds 2; the adapter's 4
+        # need its path.
+        out.append((name, algorithm, seed or "vllm-none-hash", 16, batches, 5 + 2 + 4 + 3 + 2, 4))
     os.environ.pop("PYTHONHASHSEED", None)
     return out
 

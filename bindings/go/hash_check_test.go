@@ -40,8 +40,8 @@ func TestHashCheckCountsTheEnginesOwnHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 14 blocks recomputed and matched; the LoRA store's 4 need the adapter's path.
-	if s.Matched != 14 || s.Mismatched != 0 || s.Unverifiable != 4 {
+	// 16 blocks recomputed and matched; the LoRA store's 4 need the adapter's path.
+	if s.Matched != 16 || s.Mismatched != 0 || s.Unverifiable != 4 {
 		t.Fatalf("stats %+v", s)
 	}
 	// A router told the wrong block size: the first batch already mismatches.

@@ -55,7 +55,7 @@ TEST(HashCheckTest, TheEnginesOwnHashesMatchAndAWrongSeedDoesNot) {
   }
   auto st = feed.hash_check_stats(kWorker);
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->matched, 14u);
+  EXPECT_EQ(st->matched, 16u);
   EXPECT_EQ(st->mismatched, 0u);
   EXPECT_EQ(st->unverifiable, 4u);  // the LoRA store: its adapter's path is not published
 
