@@ -57,7 +57,11 @@
  *   watermarks and snapshots, the *_at and kvidx_snapshot_* functions; KVIDX_HAS_FEED_STATE:
  *   engine epochs and saved feed state, kvidx_engine_feed_apply_epoch_at and
  *   kvidx_engine_feed_save_state / _restore_state; KVIDX_HAS_FEED_START: publishers first
- *   seen above sequence 0, kvidx_engine_feed_next_seq and kvidx_engine_feed_start_stats), so
+ *   seen above sequence 0, kvidx_engine_feed_next_seq and kvidx_engine_feed_start_stats;
+ *   KVIDX_HAS_HASH_CHECK: an engine feed's check of the engines' block hashes,
+ *   kvidx_hash_algorithm, kvidx_hash_check_stats and the kvidx_engine_feed_*hash_check*
+ *   functions; KVIDX_HAS_LLMD_KEYS: llm-d's request keys, kvidx_llmd_request_keys and
+ *   kvidx_engine_feed_set_llmd_keys), so
  *   a program can test for it with #ifdef;
  *   a library older than the header lacks the new symbols, which the dynamic linker reports
  *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
@@ -111,6 +115,21 @@
  * `kvidx_engine_feed_start_stats` (additions to ABI v1).
  */
 #define KVIDX_HAS_FEED_START 1
+
+/**
+ * Defined (1) when engine feeds can check the engines' block hashes:
+ * `kvidx_hash_algorithm`, `kvidx_hash_check_stats`, `kvidx_engine_feed_set_hash_check`,
+ * `kvidx_engine_feed_clear_hash_check`, `kvidx_engine_feed_hash_check_stats` and
+ * `kvidx_engine_feed_hash_check_totals` (additions to ABI v1).
+ */
+#define KVIDX_HAS_HASH_CHECK 1
+
+/**
+ * Defined (1) when the library computes llm-d's request keys and engine feeds index under
+ * them: `kvidx_llmd_request_keys` and `kvidx_engine_feed_set_llmd_keys` (additions to ABI
+ * v1).
+ */
+#define KVIDX_HAS_LLMD_KEYS 1
 
 /**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
@@ -328,6 +347,25 @@ typedef enum kvidx_tier {
      */
     KVIDX_TIER_ALL = 255,
 } kvidx_tier;
+
+/**
+ * The engine's block hash algorithm for `kvidx_engine_feed_set_hash_check` (passed as
+ * `uint32_t`).
+ */
+typedef enum kvidx_hash_algorithm {
+    /**
+     * vLLM `--prefix-caching-hash-algo sha256_cbor`.
+     */
+    KVIDX_HASH_VLLM_SHA256_CBOR = 0,
+    /**
+     * vLLM `--prefix-caching-hash-algo xxhash_cbor`.
+     */
+    KVIDX_HASH_VLLM_XXHASH_CBOR = 1,
+    /**
+     * SGLang 0.5.23's per-page SHA-256 chain.
+     */
+    KVIDX_HASH_SGLANG_SHA256 = 2,
+} kvidx_hash_algorithm;
 
 /**
  * An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`
@@ -685,6 +723,26 @@ typedef struct kvidx_engine_start_stats {
      */
     uint64_t batches_missed_from_start;
 } kvidx_engine_start_stats;
+
+/**
+ * The hash check's counts of blocks, by outcome; every counter saturates at `UINT64_MAX`.
+ */
+typedef struct kvidx_hash_check_stats {
+    /**
+     * Blocks whose published name the check reproduced.
+     */
+    uint64_t matched;
+    /**
+     * Blocks whose published name differs from the one recomputed (another algorithm, seed
+     * or block size than the check was given).
+     */
+    uint64_t mismatched;
+    /**
+     * Blocks the check could not recompute (no tokens, a parent it never saw, a LoRA
+     * adapter's unpublished path, lookahead tokens).
+     */
+    uint64_t unverifiable;
+} kvidx_hash_check_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1362,6 +1420,114 @@ enum kvidx_status kvidx_engine_feed_next_seq(const struct kvidx_engine_feed *fee
  */
 enum kvidx_status kvidx_engine_feed_start_stats(const struct kvidx_engine_feed *feed,
                                                 struct kvidx_engine_start_stats *out);
+
+/**
+ * Turns the feed's hash check on (off by default), replacing any earlier check and its
+ * counts. `algorithm` is a `kvidx_hash_algorithm`; `seed[0 .. seed_len]` (UTF-8) is vLLM's
+ * `NONE_HASH` seed: the engine's `PYTHONHASHSEED`, or `"vllm-none-hash"` for the sha256
+ * algorithms when it is unset (SGLang ignores it); `block_size` is the router's block size
+ * (0: each store's own). The check changes nothing in what the feed indexes; while it is on,
+ * the feed decodes every field of each event (up to 32 bytes of memory per payload byte).
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or a NULL `seed` with `seed_len > 0`,
+ * `KVIDX_ERR_INVALID_ARGUMENT` for an unknown algorithm or a seed that is not UTF-8,
+ * `KVIDX_ERR_POISONED` if an earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `seed` is readable for `seed_len` bytes.
+ */
+enum kvidx_status kvidx_engine_feed_set_hash_check(const struct kvidx_engine_feed *feed,
+                                                   uint32_t algorithm,
+                                                   const uint8_t *seed,
+                                                   size_t seed_len,
+                                                   uint32_t block_size);
+
+/**
+ * Turns the feed's hash check off and drops its state and counts.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed`, `KVIDX_ERR_POISONED` if an earlier
+ * call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed.
+ */
+enum kvidx_status kvidx_engine_feed_clear_hash_check(const struct kvidx_engine_feed *feed);
+
+/**
+ * Copies the hash check's counts for the publisher `(worker_id, dp_rank)` (zeros for one it
+ * saw no store of) to `*out`.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_INVALID_ARGUMENT`
+ * when the check is off, `KVIDX_ERR_POISONED` if an earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_hash_check_stats(const struct kvidx_engine_feed *feed,
+                                                     uint64_t worker_id,
+                                                     uint32_t dp_rank,
+                                                     struct kvidx_hash_check_stats *out);
+
+/**
+ * Copies the hash check's counts summed over every publisher (those forgotten or removed
+ * through the feed included) to `*out`.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed` or `out`, `KVIDX_ERR_INVALID_ARGUMENT`
+ * when the check is off, `KVIDX_ERR_POISONED` if an earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_engine_feed_hash_check_totals(const struct kvidx_engine_feed *feed,
+                                                      struct kvidx_hash_check_stats *out);
+
+/**
+ * Computes llm-d's request keys of every full block of `block_size` tokens: FNV-64a over
+ * the canonical CBOR of `[parent, block tokens, null]`, chained from the root key
+ * `FNV-64a(CBOR [FNV-64a(seed), null, model])`. `seed[0 .. seed_len]` is llm-d's
+ * `HashSeed` (UTF-8; llm-d's default is empty), `model[0 .. model_len]` the model or LoRA
+ * adapter name (UTF-8). Trailing tokens that do not fill a block are ignored.
+ *
+ * On `KVIDX_OK`, `out[0 .. *out_len]` holds `num_tokens / block_size` keys. If `out_cap` is
+ * smaller, returns `KVIDX_ERR_BUFFER_TOO_SMALL` with the count in `*out_len` and `out`
+ * untouched. `block_size == 0` or a seed or model that is not UTF-8 is
+ * `KVIDX_ERR_INVALID_ARGUMENT`. Thread-safe; no state.
+ *
+ * # Safety
+ * `tokens` is readable for `num_tokens` entries, `seed` for `seed_len` bytes, `model` for
+ * `model_len` bytes; `out` is writable for `out_cap` entries; `out_len` is NULL or writable.
+ */
+enum kvidx_status kvidx_llmd_request_keys(const uint32_t *tokens,
+                                          size_t num_tokens,
+                                          uint32_t block_size,
+                                          const uint8_t *seed,
+                                          size_t seed_len,
+                                          const uint8_t *model,
+                                          size_t model_len,
+                                          uint64_t *out,
+                                          size_t out_cap,
+                                          size_t *out_len);
+
+/**
+ * Sets the keys the feed indexes stores under: llm-d's request keys with llm-d's
+ * `seed[0 .. seed_len]` and the model name `model[0 .. model_len]` (a store with a LoRA
+ * adapter roots at the adapter's name), instead of kvidx's local hashes (the default). A
+ * store those keys cannot express (a cache salt, multimodal items, prompt embeddings,
+ * lookahead tokens) or whose parent the feed never saw is skipped (`skipped_unhashable`).
+ * Set it before the feed's first batch.
+ *
+ * Returns `KVIDX_ERR_NULL_POINTER` for a NULL `feed`, or a NULL `seed` or `model` with a
+ * length > 0, `KVIDX_ERR_INVALID_ARGUMENT` for a seed or model that is not UTF-8,
+ * `KVIDX_ERR_POISONED` if an earlier call on this feed panicked.
+ *
+ * # Safety
+ * `feed` is NULL or a live feed; `seed` and `model` are readable for their lengths.
+ */
+enum kvidx_status kvidx_engine_feed_set_llmd_keys(const struct kvidx_engine_feed *feed,
+                                                  const uint8_t *seed,
+                                                  size_t seed_len,
+                                                  const uint8_t *model,
+                                                  size_t model_len);
 
 #ifdef __cplusplus
 }  // extern "C"

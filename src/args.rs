@@ -63,3 +63,31 @@ pub(crate) unsafe fn optional<T: Copy>(ptr: *const T) -> Result<Option<T>, kvidx
     // SAFETY: non-NULL and aligned (checked); the caller guarantees it is readable.
     Ok(Some(unsafe { ptr.read() }))
 }
+
+/// Writes `values` to `out[0 .. values.len()]` and their count to `*out_len`; when
+/// `out_cap` is smaller, writes only the count and returns `KVIDX_ERR_BUFFER_TOO_SMALL`.
+/// Checks `out_len` (required) and `out` (an array of `out_cap`) first.
+///
+/// # Safety
+/// `out` is writable for `out_cap` entries and does not overlap `values`; `out_len` is NULL
+/// or writable.
+pub(crate) unsafe fn output<T: Copy>(
+    values: &[T],
+    out: *mut T,
+    out_cap: usize,
+    out_len: *mut usize,
+) -> Result<(), kvidx_status> {
+    required(out_len)?;
+    check_array(out, out_cap)?;
+    // SAFETY: `out_len` is non-NULL and aligned (checked) and writable (caller).
+    unsafe { out_len.write(values.len()) };
+    if values.len() > out_cap {
+        return Err(kvidx_status::KVIDX_ERR_BUFFER_TOO_SMALL);
+    }
+    if !values.is_empty() {
+        // SAFETY: `out` is non-NULL and aligned (checked, `out_cap >= values.len() > 0`),
+        // writable for `out_cap` entries (caller) and does not overlap `values` (caller).
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, values.len()) };
+    }
+    Ok(())
+}

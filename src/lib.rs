@@ -39,6 +39,10 @@ mod snapshots;
 
 mod feed_start;
 
+mod hash_check;
+
+mod llmd;
+
 mod args;
 mod c_convert;
 
@@ -68,6 +72,17 @@ pub const KVIDX_HAS_FEED_STATE: u32 = 1;
 /// `kvidx_engine_feed_start_stats` (additions to ABI v1).
 pub const KVIDX_HAS_FEED_START: u32 = 1;
 
+/// Defined (1) when engine feeds can check the engines' block hashes:
+/// `kvidx_hash_algorithm`, `kvidx_hash_check_stats`, `kvidx_engine_feed_set_hash_check`,
+/// `kvidx_engine_feed_clear_hash_check`, `kvidx_engine_feed_hash_check_stats` and
+/// `kvidx_engine_feed_hash_check_totals` (additions to ABI v1).
+pub const KVIDX_HAS_HASH_CHECK: u32 = 1;
+
+/// Defined (1) when the library computes llm-d's request keys and engine feeds index under
+/// them: `kvidx_llmd_request_keys` and `kvidx_engine_feed_set_llmd_keys` (additions to ABI
+/// v1).
+pub const KVIDX_HAS_LLMD_KEYS: u32 = 1;
+
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
     kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
@@ -90,12 +105,18 @@ pub use feed_start::{
     kvidx_engine_feed_next_seq, kvidx_engine_feed_start_stats, kvidx_engine_start_stats,
 };
 pub use feed_state::{kvidx_engine_feed_restore_state, kvidx_engine_feed_save_state};
+pub use hash_check::{
+    kvidx_engine_feed_clear_hash_check, kvidx_engine_feed_hash_check_stats,
+    kvidx_engine_feed_hash_check_totals, kvidx_engine_feed_set_hash_check, kvidx_hash_algorithm,
+    kvidx_hash_check_stats,
+};
 pub use hashing::{kvidx_hash_tokens, kvidx_seq_hashes};
 pub use info::{kvidx_abi_version, kvidx_status_str, kvidx_version};
 pub use lifecycle::{
     kvidx_config_default, kvidx_debug_panic, kvidx_free, kvidx_new, kvidx_new_with_limits,
     kvidx_queue_limits_default,
 };
+pub use llmd::{kvidx_engine_feed_set_llmd_keys, kvidx_llmd_request_keys};
 pub use queries::{kvidx_find_matches, kvidx_get_stats};
 pub use replica::{kvidx_apply_events_at, kvidx_get_replica_stats, kvidx_watermark};
 pub use snapshots::{

@@ -62,6 +62,9 @@
 #endif
 #include <memory>
 #include <optional>
+#if defined(KVIDX_HAS_HASH_CHECK) || defined(KVIDX_HAS_LLMD_KEYS)
+#include <string_view>
+#endif
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -575,6 +578,40 @@ using EngineStats = kvidx_engine_stats;
 using EngineStartStats = kvidx_engine_start_stats;
 #endif  // KVIDX_HAS_FEED_START
 
+#if defined(KVIDX_HAS_HASH_CHECK)
+/// How an engine hashes its blocks, for EngineFeed::set_hash_check (kvidx_hash_algorithm).
+enum class HashAlgorithm : std::uint32_t {
+  vllm_sha256_cbor = KVIDX_HASH_VLLM_SHA256_CBOR,  ///< vLLM --prefix-caching-hash-algo sha256_cbor
+  vllm_xxhash_cbor = KVIDX_HASH_VLLM_XXHASH_CBOR,  ///< vLLM --prefix-caching-hash-algo xxhash_cbor
+  sglang_sha256 = KVIDX_HASH_SGLANG_SHA256,        ///< SGLang 0.5.23's per-page SHA-256 chain
+};
+/// The seed vLLM 0.33 derives NONE_HASH from for the sha256 algorithms when PYTHONHASHSEED
+/// is unset.
+inline constexpr std::string_view vllm_default_seed = "vllm-none-hash";
+/// A hash check's counts of blocks: matched, mismatched, unverifiable (the C struct).
+using HashCheckStats = kvidx_hash_check_stats;
+#endif  // KVIDX_HAS_HASH_CHECK
+
+#if defined(KVIDX_HAS_LLMD_KEYS)
+/// llm-d's request keys of each full block of `block_size` tokens (FNV-64a over the canonical
+/// CBOR of [parent, block tokens, null], chained from the root key of `model` under llm-d's
+/// hash `seed`). Query an index fed through EngineFeed::set_llmd_keys with them.
+[[nodiscard]] inline Result<std::vector<std::uint64_t>> llmd_request_keys(
+    Span<std::uint32_t> tokens, std::uint32_t block_size, std::string_view seed,
+    std::string_view model) {
+  if (block_size == 0) return Status(Errc::invalid_argument);
+  std::vector<std::uint64_t> out(tokens.size() / block_size);
+  std::size_t len = 0;
+  const Status s = Status::from_c(kvidx_llmd_request_keys(
+      tokens.data(), tokens.size(), block_size, reinterpret_cast<const std::uint8_t*>(seed.data()),
+      seed.size(), reinterpret_cast<const std::uint8_t*>(model.data()), model.size(), out.data(),
+      out.size(), &len));
+  if (!s) return s;
+  out.resize(len);
+  return out;
+}
+#endif  // KVIDX_HAS_LLMD_KEYS
+
 #if defined(KVIDX_HAS_SNAPSHOTS)
 /// Offset batch counters: {batches_applied, batches_skipped, events_skipped} (the C struct).
 using ReplicaStats = kvidx_replica_stats;
@@ -1032,6 +1069,56 @@ class EngineFeed {
     return st;
   }
 #endif  // KVIDX_HAS_FEED_START
+
+#if defined(KVIDX_HAS_HASH_CHECK)
+  /// Turns the hash check on (off by default), replacing any earlier check and its counts:
+  /// each store is recomputed with `algorithm` and compared with the engine's names. `seed` is
+  /// vLLM's NONE_HASH seed (the engine's PYTHONHASHSEED, or vllm_default_seed for the sha256
+  /// algorithms when it is unset; SGLang ignores it); `block_size` the router's (0: each
+  /// store's own). Changes nothing in what the feed indexes.
+  [[nodiscard]] Status set_hash_check(HashAlgorithm algorithm, std::string_view seed,
+                                      std::uint32_t block_size = 0) const noexcept {
+    return Status::from_c(kvidx_engine_feed_set_hash_check(
+        handle_.get(), static_cast<std::uint32_t>(algorithm),
+        reinterpret_cast<const std::uint8_t*>(seed.data()), seed.size(), block_size));
+  }
+
+  /// Turns the hash check off and drops its state and counts.
+  [[nodiscard]] Status clear_hash_check() const noexcept {
+    return Status::from_c(kvidx_engine_feed_clear_hash_check(handle_.get()));
+  }
+
+  /// The hash check's counts for `publisher` (zeros for one it saw no store of);
+  /// Errc::invalid_argument when the check is off.
+  [[nodiscard]] Result<HashCheckStats> hash_check_stats(Worker publisher) const noexcept {
+    HashCheckStats st{};
+    const Status s = Status::from_c(
+        kvidx_engine_feed_hash_check_stats(handle_.get(), publisher.id, publisher.rank, &st));
+    if (!s) return s;
+    return st;
+  }
+
+  /// The hash check's counts summed over every publisher (forgotten ones included);
+  /// Errc::invalid_argument when the check is off.
+  [[nodiscard]] Result<HashCheckStats> hash_check_totals() const noexcept {
+    HashCheckStats st{};
+    const Status s = Status::from_c(kvidx_engine_feed_hash_check_totals(handle_.get(), &st));
+    if (!s) return s;
+    return st;
+  }
+#endif  // KVIDX_HAS_HASH_CHECK
+
+#if defined(KVIDX_HAS_LLMD_KEYS)
+  /// Indexes stores under llm-d's request keys (llmd_request_keys with llm-d's `seed` and
+  /// `model`; a store with a LoRA adapter roots at the adapter's name) instead of kvidx's local
+  /// hashes. Stores those keys cannot express, or whose parent the feed never saw, are skipped
+  /// (unhashable). Set it before the feed's first batch.
+  [[nodiscard]] Status set_llmd_keys(std::string_view seed, std::string_view model) const noexcept {
+    return Status::from_c(kvidx_engine_feed_set_llmd_keys(
+        handle_.get(), reinterpret_cast<const std::uint8_t*>(seed.data()), seed.size(),
+        reinterpret_cast<const std::uint8_t*>(model.data()), model.size()));
+  }
+#endif  // KVIDX_HAS_LLMD_KEYS
 
 #if defined(KVIDX_HAS_FEED_STATE)
   /// apply_at() with the engine epoch the batch came in (the bridge's id of one engine

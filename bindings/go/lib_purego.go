@@ -47,6 +47,8 @@ var lib struct {
 	snapshotWrite, snapshotRestore                                              uintptr
 	feedApplyEpochAt, feedSaveState, feedRestoreState                           uintptr
 	feedNextSeq, feedStartStats                                                 uintptr
+	feedSetHashCheck, feedClearHashCheck, feedHashCheckStats                    uintptr
+	feedHashCheckTotals, llmdRequestKeys, feedSetLlmdKeys                       uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -147,6 +149,14 @@ func openLibrary(candidates []string) (err error) {
 		// libHasFeedStart).
 		{"kvidx_engine_feed_next_seq", &lib.feedNextSeq},
 		{"kvidx_engine_feed_start_stats", &lib.feedStartStats},
+		// KVIDX_HAS_HASH_CHECK and KVIDX_HAS_LLMD_KEYS: without them the methods fail with
+		// ErrLibraryUnavailable (see libHasHashCheck, libHasLlmdKeys).
+		{"kvidx_engine_feed_set_hash_check", &lib.feedSetHashCheck},
+		{"kvidx_engine_feed_clear_hash_check", &lib.feedClearHashCheck},
+		{"kvidx_engine_feed_hash_check_stats", &lib.feedHashCheckStats},
+		{"kvidx_engine_feed_hash_check_totals", &lib.feedHashCheckTotals},
+		{"kvidx_llmd_request_keys", &lib.llmdRequestKeys},
+		{"kvidx_engine_feed_set_llmd_keys", &lib.feedSetLlmdKeys},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0

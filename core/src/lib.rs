@@ -28,11 +28,13 @@
 #![forbid(unsafe_code)]
 
 mod applier;
+mod cbor;
 pub mod engine;
 pub mod hashing;
 pub mod identity;
 pub mod index;
 mod indexer;
+pub mod llmd;
 pub mod model;
 mod pool;
 pub use index::reference;

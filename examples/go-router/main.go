@@ -189,6 +189,8 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 		return err
 	})
 	fs.StringVar(&o.zmq.topic, "zmq-topic", "", "--zmq: the topic `prefix` subscribed to (default: every topic)")
+	fs.Var(hashCheckFlag{&o.nats.hashCheck}, "hash-check", "--nats: recompute the engines' block hashes with these algorithms (comma-separated: vllm-sha256-cbor or vllm-xxhash-cbor, sglang-sha256) at -block-size and count matches per publisher in GET /metrics")
+	fs.StringVar(&o.nats.hashCheck.seed, "hash-seed", o.nats.hashCheck.seed, "--nats -hash-check: vLLM's NONE_HASH seed (the engines' PYTHONHASHSEED; unset: vllm-none-hash)")
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, usageHeader)
 		fs.SetOutput(w)
@@ -230,6 +232,7 @@ func newFedServer(ctx context.Context, o options) (srv *http.Server, ix *kvidx.I
 		return nil, nil, nil, err
 	}
 	stop = func() {}
+	o.nats.hashCheck.blockSize = uint32(o.blockSize)
 	switch {
 	case o.nats.url != "":
 		var rep *replica

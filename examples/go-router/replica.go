@@ -52,11 +52,14 @@ type natsOptions struct {
 	// allowGap starts even when the stream no longer holds every message after the restored
 	// snapshot (retention removed them): the index then misses those batches.
 	allowGap bool
+	// hashCheck turns the engine feeds' hash check on (-hash-check, -hash-seed).
+	hashCheck hashCheckOptions
 }
 
 // defaultNATSOptions are the command-line defaults of --nats mode.
 func defaultNATSOptions() natsOptions {
-	return natsOptions{snapshotMsgs: 10000, snapshotEvery: 30 * time.Second, snapshotKeep: 3, saveSnapshots: true}
+	return natsOptions{snapshotMsgs: 10000, snapshotEvery: 30 * time.Second, snapshotKeep: 3, saveSnapshots: true,
+		hashCheck: hashCheckOptions{seed: kvidx.VllmDefaultSeed}}
 }
 
 // replica feeds the router's index from the KVIDX_EVENTS stream, exactly once per message:
@@ -197,6 +200,7 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 			slog.Warn(fmt.Sprintf("replica: worker %d rank %d is not a routing candidate: %v", k.ID, k.DpRank, err))
 		}
 	})
+	r.streamApplier.hashCheck = o.hashCheck
 	nc, err := nats.Connect(o.url, nats.Name("kvidx-go-router"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn(fmt.Sprintf("nats: disconnected: %v", err)) }),
@@ -764,4 +768,5 @@ func (r *replica) writeMetrics(w io.Writer) {
 	counter("router_snapshot_failures_total", "Snapshot saves that failed.", r.failed.Load())
 	counter("router_snapshot_restore_failures_total", "Snapshots refused at start-up (then an older one was tried).", uint64(len(rep.Boot.Failed)))
 	gauge("router_bootstrap_seconds", "Time to load the start-up snapshot (0 without one).", rep.Boot.BootstrapMs/1e3)
+	r.writeHashCheckMetrics(w)
 }

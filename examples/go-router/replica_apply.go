@@ -37,6 +37,8 @@ type streamApplier struct {
 	ix *kvidx.Indexer
 	// register makes a publisher a routing candidate (called once per publisher).
 	register func(workerKey)
+	// hashCheck turns the feeds' hash check on (hashcheck.go).
+	hashCheck hashCheckOptions
 
 	// mu is held while one message is applied and while the state is saved, so a save sees
 	// the feeds after exactly the messages at or below applied.
@@ -142,6 +144,10 @@ func (a *streamApplier) feed(f kvidx.EngineFormat) (*kvidx.EngineFeed, error) {
 	}
 	fd, err := kvidx.NewEngineFeed(f, 0)
 	if err != nil {
+		return nil, err
+	}
+	if err := a.hashCheck.configure(fd, f); err != nil {
+		_ = fd.Close()
 		return nil, err
 	}
 	a.feeds[f] = fd

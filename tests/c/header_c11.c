@@ -11,6 +11,7 @@ _Static_assert(sizeof(kvidx_event) == 80, "kvidx_event layout");
 _Static_assert(sizeof(kvidx_queue_limits) == 16, "kvidx_queue_limits layout");
 _Static_assert(sizeof(kvidx_replica_stats) == 24, "kvidx_replica_stats layout");
 _Static_assert(sizeof(kvidx_snapshot_info) == 40, "kvidx_snapshot_info layout");
+_Static_assert(sizeof(kvidx_hash_check_stats) == 24, "kvidx_hash_check_stats layout");
 _Static_assert(KVIDX_ERR_IO == 10, "KVIDX_ERR_IO value");
 _Static_assert(KVIDX_ABI_VERSION == 1, "ABI version");
 

@@ -14,6 +14,7 @@ use crate::{Error, Indexer};
 use super::batch::{DecodedBatch, Format};
 use super::decode::BatchEvents;
 use super::error::DecodeError;
+use super::feed_hooks::{BatchHooks, FeedHooks};
 use super::feed_state::{self, FeedStateError, PublisherState};
 use super::seq::{SeqStatus, SeqTracker};
 use super::to_index::{to_events, ApplyOptions, Conversion, SkipCounts};
@@ -186,6 +187,8 @@ struct Converted {
     worker: Worker,
     events_decoded: u64,
     conversion: Conversion,
+    /// The hooks' staged changes, when the feed has hooks.
+    hooks: Option<BatchHooks>,
 }
 
 /// Decodes `payload` one event at a time, converting each for the worker `(worker_id,
@@ -198,8 +201,13 @@ fn convert_payload(
     dp_rank: Option<u32>,
     options: &ApplyOptions,
     first_id: impl FnOnce(Worker) -> u64,
+    mut hooks: Option<&mut FeedHooks>,
 ) -> Result<Converted, DecodeError> {
-    let mut events = BatchEvents::open(format, payload)?.for_index();
+    let events = BatchEvents::open(format, payload)?;
+    let mut events = match &hooks {
+        Some(hooks) if hooks.needs_full_events() => events,
+        _ => events.for_index(),
+    };
     let rank = match dp_rank {
         Some(rank) => rank,
         // u32::MAX is the C ABI's "rank from the batch": no batch may claim it as its rank.
@@ -214,14 +222,21 @@ fn convert_payload(
     let first = first_id(worker);
     let mut conversion = Conversion::default();
     let mut events_decoded = 0u64;
+    let mut staged = hooks.as_ref().map(|_| BatchHooks::default());
     for event in &mut events {
-        conversion.push_owned(event?, worker, first, options);
+        match (hooks.as_deref_mut(), staged.as_mut()) {
+            (Some(hooks), Some(staged)) => {
+                hooks.convert(staged, event?, &mut conversion, worker, first, options)
+            }
+            _ => conversion.push_owned(event?, worker, first, options),
+        }
         events_decoded += 1;
     }
     Ok(Converted {
         worker,
         events_decoded,
         conversion,
+        hooks: staged,
     })
 }
 
@@ -271,7 +286,7 @@ fn apply_payload_with<S: EventSink + ?Sized>(
     options: &ApplyOptions,
     offset: Option<u64>,
 ) -> Result<BatchReport, FeedError> {
-    let converted = convert_payload(format, payload, worker_id, dp_rank, options, |_| 0)
+    let converted = convert_payload(format, payload, worker_id, dp_rank, options, |_| 0, None)
         .map_err(FeedError::Decode)?;
     submit(
         indexer,
@@ -349,6 +364,8 @@ pub struct EngineFeed {
     event_ids: HashMap<Worker, u64>,
     epochs: HashMap<Worker, u64>,
     stats: EngineStats,
+    /// The hash check and the llm-d keys scheme, when enabled (`feed_hooks.rs`).
+    pub(super) hooks: FeedHooks,
 }
 
 impl EngineFeed {
@@ -360,6 +377,7 @@ impl EngineFeed {
             event_ids: HashMap::new(),
             epochs: HashMap::new(),
             stats: EngineStats::default(),
+            hooks: FeedHooks::default(),
         }
     }
 
@@ -394,6 +412,7 @@ impl EngineFeed {
     /// Forgets one publisher: its tracked sequence (its next batch is `First` again) and its
     /// event-id counter. Returns whether the feed knew it.
     pub fn forget(&mut self, worker: Worker) -> bool {
+        self.hooks.forget(worker);
         let tracked = self.tracker.forget(&worker);
         let epoch = self.epochs.remove(&worker).is_some();
         self.event_ids.remove(&worker).is_some() || tracked || epoch
@@ -401,6 +420,7 @@ impl EngineFeed {
 
     /// Forgets every dp rank of a worker; returns how many publishers were forgotten.
     pub fn forget_worker(&mut self, worker_id: u64) -> usize {
+        self.hooks.forget_worker(worker_id);
         self.tracker.retain(|w| w.worker_id != worker_id);
         self.epochs.retain(|w, _| w.worker_id != worker_id);
         let before = self.event_ids.len();
@@ -511,6 +531,7 @@ impl EngineFeed {
     pub fn restore_state(&mut self, bytes: &[u8]) -> Result<(), FeedStateError> {
         let states = feed_state::decode(self.config.format, bytes)?;
         self.tracker.retain(|_| false);
+        self.hooks.forget_chains();
         self.event_ids.clear();
         self.epochs.clear();
         for p in states {
@@ -541,6 +562,7 @@ impl EngineFeed {
         let mut plan = (None, false, false);
         let (tracker, event_ids, epochs, config) =
             (&self.tracker, &self.event_ids, &self.epochs, &self.config);
+        let hooks = self.hooks.any().then_some(&mut self.hooks);
         let converted = convert_payload(
             config.format,
             payload,
@@ -569,6 +591,7 @@ impl EngineFeed {
                 let next = event_ids.get(&worker).copied().unwrap_or(0);
                 next.wrapping_add(u64::from(clear))
             },
+            hooks,
         );
         let converted = match converted {
             Ok(converted) => converted,
@@ -611,6 +634,7 @@ impl EngineFeed {
             *next_id = next_id.wrapping_add(1);
             stats.workers_cleared = stats.workers_cleared.saturating_add(1);
         }
+        let staged = converted.hooks;
         let mut report = submit(
             indexer,
             converted.conversion,
@@ -620,6 +644,12 @@ impl EngineFeed {
             clear_event,
         )
         .map_err(FeedError::Index)?;
+        if let Some(staged) = staged {
+            // A skipped offset batch was applied before (the index holds it): its names still
+            // serve the chains that continue it, but it is not counted again.
+            let applied = !report.batch_skipped;
+            self.hooks.commit(worker, staged, clear && applied, applied);
+        }
         *next_id = next_id.wrapping_add(report.events_submitted);
         report.seq = status;
         report.cleared_worker = clear;

@@ -11,6 +11,10 @@
 //!   batch leaves the index unchanged. [`EngineFeed`] tracks each publisher's 8-byte
 //!   big-endian batch sequence ([`SeqTracker`]) and reports gaps and restarts.
 //!
+//! - Optionally, [`EngineFeed::set_hash_check`] recomputes the engine's own block hashes
+//!   ([`hash_check`]) and counts matches per publisher, and [`EngineFeed::set_llmd_keys`]
+//!   indexes stores under llm-d's request keys ([`crate::llmd`]) instead of local hashes.
+//!
 //! Recommended reaction to a gap: ask the engine's replay socket for the missing range
 //! (`start_seq` = the first missing sequence) and apply it before the batch that revealed the
 //! gap; if there is no replay socket or it no longer holds the range, clear the worker. A
@@ -19,10 +23,14 @@
 //! from 0. To a restart: clear the worker (the restarted engine's cache is empty).
 
 mod batch;
+mod chain_names;
 mod decode;
 mod error;
 mod feed;
+mod feed_hooks;
 mod feed_state;
+pub mod hash_check;
+mod llmd_keys;
 mod msgpack;
 mod seq;
 mod to_index;
@@ -36,6 +44,8 @@ pub use feed::{
     FeedConfig, FeedError,
 };
 pub use feed_state::{FeedStateError, PublisherState};
+pub use hash_check::{HashAlgorithm, HashCheckConfig, HashCheckCounts};
+pub use llmd_keys::LlmdKeysConfig;
 pub use msgpack::MAX_DEPTH;
 pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};
 pub use to_index::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};
