@@ -1,5 +1,5 @@
 //! `Indexer`: the core indexer behind a handle that can be closed, every call that can take
-//! time run with the GIL released (queries: long ones, see `query::RELEASE_GIL_FROM`).
+//! time run with the GIL released.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyList};
 use crate::answers::{matches_list, with_answer};
 use crate::errors::{index_error, invalid, ShutDown};
 use crate::events::{event_of, events_of};
-use crate::query::{run_search, with_query};
+use crate::query::with_query;
 use crate::results::{ReplicaStats, SnapshotInfo, Stats, TieredMatch};
 use crate::snapshot_io;
 
@@ -188,8 +188,7 @@ impl Indexer {
     }
 
     /// The workers holding a prefix of the query (local hashes): depth descending, then
-    /// worker id, then dp rank. A query of 256 hashes or more is searched with the GIL
-    /// released; a shorter one, which takes microseconds, with it held.
+    /// worker id, then dp rank.
     fn find_matches<'py>(
         &self,
         py: Python<'py>,
@@ -198,7 +197,7 @@ impl Indexer {
         let index = self.open()?;
         with_query(local_hashes, |query| {
             with_answer(|found| {
-                run_search(py, query.len(), || index.find_matches_into(query, found));
+                py.allow_threads(|| index.find_matches_into(query, found));
                 matches_list(py, found)
             })
         })
@@ -212,7 +211,7 @@ impl Indexer {
     ) -> PyResult<Vec<TieredMatch>> {
         let index = self.open()?;
         with_query(local_hashes, |query| {
-            let found = run_search(py, query.len(), || index.find_matches_tiered(query));
+            let found = py.allow_threads(|| index.find_matches_tiered(query));
             Ok(found.into_iter().map(TieredMatch::from).collect())
         })
     }

@@ -20,26 +20,6 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
-/// Queries of at least this many hashes are searched with the GIL released; shorter ones with
-/// it held. A short query's search takes from under a microsecond (a few matching workers) to
-/// tens of microseconds (a thousand), the same order as the call's own Python work (reading
-/// the query, building the answer), which holds the GIL anyway; releasing the GIL and taking
-/// it back costs about 60 ns alone and, once other Python threads are runnable, the wait until
-/// one of them gives it back. Holding it cannot deadlock: the core holds no lock that a query
-/// waits for while it does I/O or waits for Python (snapshot sections are encoded and decoded
-/// in memory, outside the workers' locks), so such a query waits only for in-memory work.
-pub const RELEASE_GIL_FROM: usize = 256;
-
-/// Runs `search` (over a query of `len` hashes) with the GIL released when the query is long
-/// (see [`RELEASE_GIL_FROM`]), else with it held.
-pub fn run_search<R: Send>(py: Python<'_>, len: usize, search: impl FnOnce() -> R + Send) -> R {
-    if len >= RELEASE_GIL_FROM {
-        py.allow_threads(search)
-    } else {
-        search()
-    }
-}
-
 /// Hashes a reused query buffer may keep allocated between calls (512 KiB); a longer query's
 /// buffer is freed after its call.
 const KEPT_CAPACITY: usize = 64 * 1024;

@@ -77,7 +77,6 @@ def test_ints_of_every_size_read_exactly_from_lists_and_tuples() -> None:
 
 
 def test_long_queries_answer_as_short_ones() -> None:
-    # From 256 hashes on, the search runs with the GIL released; answers are the same.
     hashes = [random.Random(9).getrandbits(64) for _ in range(300)]
     index = kvidx.Indexer(event_threads=0)
     with index:

@@ -15,7 +15,6 @@ DEPTH = 24
 @pytest.mark.parametrize("threads", [0, 2])
 def test_queries_during_writes(threads: int) -> None:
     query = list(range(1, DEPTH + 1))
-    long_query = query + list(range(1000, 1300))
     errors: List[BaseException] = []
     done = threading.Event()
 
@@ -43,12 +42,6 @@ def test_queries_during_writes(threads: int) -> None:
                     assert keys == sorted(keys)
                     assert len({m.worker_id for m in got}) == len(got)
                     assert all(0 <= m.worker_id < WORKERS and 1 <= m.depth <= DEPTH for m in got)
-                    # A long query (searched with the GIL released): the same workers hold
-                    # a prefix of it.
-                    long_got = index.find_matches(long_query)
-                    assert all(0 <= m.worker_id < WORKERS and 1 <= m.depth <= DEPTH for m in long_got)
-                    keys = [(-m.depth, m.worker_id, m.dp_rank) for m in long_got]
-                    assert keys == sorted(keys)
                     tiered = index.find_matches_tiered(query[:8])
                     assert all(t.depth <= 8 for t in tiered)
             except BaseException as e:
@@ -66,7 +59,6 @@ def test_queries_during_writes(threads: int) -> None:
         assert not errors, errors
         index.flush()
         got = [tuple(m) for m in index.find_matches(query)]
-        assert [tuple(m) for m in index.find_matches(long_query)] == got
         expected = sorted(((w, 0, min(1 + w, DEPTH)) for w in range(WORKERS)), key=lambda m: (-m[2], m[0]))
         assert got == expected
         assert index.stats().workers == WORKERS
