@@ -8,23 +8,28 @@ import subprocess
 import sys
 import textwrap
 
-CHILD = textwrap.dedent(
+PRELUDE = textwrap.dedent(
     """
     import os, sys, threading
     import kvidx
 
     fifo = sys.argv[1]
-    with kvidx.Indexer(event_threads=0) as source:
-        source.apply_event(kvidx.Stored(3, 0, [(1, 11), (2, 12)]))
-        data = source.snapshot()
 
-    def writer():
+    def writer(data):
         with open(fifo, "wb") as f:  # blocks until the restore opens the FIFO
             for i in range(0, len(data), 7):  # small writes: the reader waits for each
                 f.write(data[i : i + 7])
                 f.flush()
+    """
+)
 
-    thread = threading.Thread(target=writer)
+CHILD = PRELUDE + textwrap.dedent(
+    """
+    with kvidx.Indexer(event_threads=0) as source:
+        source.apply_event(kvidx.Stored(3, 0, [(1, 11), (2, 12)]))
+        data = source.snapshot()
+
+    thread = threading.Thread(target=writer, args=(data,))
     thread.start()
     with kvidx.Indexer(event_threads=0) as target:
         info = target.restore_snapshot(fifo)
@@ -35,21 +40,8 @@ CHILD = textwrap.dedent(
     """
 )
 
-
-def test_a_restore_lets_python_threads_run(tmp_path: "os.PathLike[str]") -> None:
-    fifo = os.path.join(os.fspath(tmp_path), "snapshot.fifo")
-    os.mkfifo(fifo)
-    # The timeout is a watchdog for a deadlock, never reached by a passing run.
-    done = subprocess.run([sys.executable, "-c", CHILD, fifo], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "restored", done.stderr
-
-
-CHILD_QUERYING = textwrap.dedent(
+CHILD_QUERYING = PRELUDE + textwrap.dedent(
     """
-    import os, sys, threading
-    import kvidx
-
-    fifo = sys.argv[1]
     hashes = list(range(1, 41))
     names = kvidx.seq_hashes(hashes)
     with kvidx.Indexer(event_threads=0) as source:
@@ -87,15 +79,9 @@ CHILD_QUERYING = textwrap.dedent(
     assert b"".join(received) == data, "the snapshot written differs"
 
     # A snapshot restored from a FIFO whose only writer is a Python thread.
-    def writer():
-        with open(fifo, "wb") as f:
-            for i in range(0, len(data), 7):
-                f.write(data[i : i + 7])
-                f.flush()
-
     done.clear()
     with kvidx.Indexer(event_threads=0) as index:
-        threads = [threading.Thread(target=writer), threading.Thread(target=query, args=(index,))]
+        threads = [threading.Thread(target=writer, args=(data,)), threading.Thread(target=query, args=(index,))]
         for t in threads:
             t.start()
         info = index.restore_snapshot(fifo)
@@ -110,11 +96,21 @@ CHILD_QUERYING = textwrap.dedent(
 )
 
 
-def test_queries_during_snapshot_io_served_by_python(tmp_path: "os.PathLike[str]") -> None:
-    # A snapshot streamed to or from a FIFO served by a Python thread while another thread
-    # queries back to back: all three threads finish (none waits for the GIL forever).
+def run_child(script: str, tmp_path: "os.PathLike[str]") -> str:
+    """Runs `script` in a child process with a new FIFO as its argument; its output."""
     fifo = os.path.join(os.fspath(tmp_path), "snapshot.fifo")
     os.mkfifo(fifo)
     # The timeout is a watchdog for a deadlock, never reached by a passing run.
-    done = subprocess.run([sys.executable, "-c", CHILD_QUERYING, fifo], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "moved", done.stderr
+    done = subprocess.run([sys.executable, "-c", script, fifo], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_restore_lets_python_threads_run(tmp_path: "os.PathLike[str]") -> None:
+    assert run_child(CHILD, tmp_path) == "restored"
+
+
+def test_queries_during_snapshot_io_served_by_python(tmp_path: "os.PathLike[str]") -> None:
+    # A snapshot streamed to or from a FIFO served by a Python thread while another thread
+    # queries back to back: all three threads finish (none waits for the GIL forever).
+    assert run_child(CHILD_QUERYING, tmp_path) == "moved"
