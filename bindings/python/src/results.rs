@@ -1,34 +1,55 @@
-//! Answers and counters handed to Python: plain immutable value classes.
+//! Answers and counters handed to Python: immutable value classes.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use kvidx::{Tier, TIERS};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::pyclass::CompareOp;
+use pyo3::types::{PyBool, PyTuple};
 
 use crate::events::parse_tier;
 
 /// One worker's answer to a query: how many leading blocks of the query it holds.
 /// Unpacks as `(worker_id, dp_rank, depth)`.
-#[pyclass(frozen, eq, hash, module = "kvidx")]
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Immutable to Python. Its fields are atomics only so that `answers` can reuse an object no
+/// one but its pool references (see `answers::matches_list`): a value that can be seen never
+/// changes.
+#[pyclass(frozen, module = "kvidx")]
 pub struct Match {
-    /// The worker's engine instance.
-    #[pyo3(get)]
-    pub worker_id: u64,
-    /// The worker's data-parallel rank.
-    #[pyo3(get)]
-    pub dp_rank: u32,
-    /// Leading blocks of the query the worker holds (at least 1).
-    #[pyo3(get)]
-    pub depth: u32,
+    worker_id: AtomicU64,
+    dp_rank: AtomicU32,
+    depth: AtomicU32,
 }
 
 impl From<kvidx::Match> for Match {
     fn from(m: kvidx::Match) -> Self {
         Self {
-            worker_id: m.worker_id,
-            dp_rank: m.dp_rank,
-            depth: m.depth,
+            worker_id: AtomicU64::new(m.worker_id),
+            dp_rank: AtomicU32::new(m.dp_rank),
+            depth: AtomicU32::new(m.depth),
         }
+    }
+}
+
+impl Match {
+    /// The match held.
+    pub fn value(&self) -> kvidx::Match {
+        kvidx::Match {
+            worker_id: self.worker_id.load(Relaxed),
+            dp_rank: self.dp_rank.load(Relaxed),
+            depth: self.depth.load(Relaxed),
+        }
+    }
+
+    /// Makes this object hold `m`. Only for an object no one else can see (the caller holds
+    /// the only reference, under the GIL).
+    pub fn overwrite(&self, m: kvidx::Match) {
+        self.worker_id.store(m.worker_id, Relaxed);
+        self.dp_rank.store(m.dp_rank, Relaxed);
+        self.depth.store(m.depth, Relaxed);
     }
 }
 
@@ -36,20 +57,52 @@ impl From<kvidx::Match> for Match {
 impl Match {
     #[new]
     fn new(worker_id: u64, dp_rank: u32, depth: u32) -> Self {
-        Self {
+        kvidx::Match {
             worker_id,
             dp_rank,
             depth,
         }
+        .into()
+    }
+    /// The worker's engine instance.
+    #[getter]
+    fn worker_id(&self) -> u64 {
+        self.worker_id.load(Relaxed)
+    }
+    /// The worker's data-parallel rank.
+    #[getter]
+    fn dp_rank(&self) -> u32 {
+        self.dp_rank.load(Relaxed)
+    }
+    /// Leading blocks of the query the worker holds (at least 1).
+    #[getter]
+    fn depth(&self) -> u32 {
+        self.depth.load(Relaxed)
+    }
+    fn __richcmp__(&self, other: &Bound<'_, Self>, op: CompareOp, py: Python<'_>) -> PyObject {
+        let equal = self.value() == other.get().value();
+        match op {
+            CompareOp::Eq => PyBool::new(py, equal).to_owned().into_any().unbind(),
+            CompareOp::Ne => PyBool::new(py, !equal).to_owned().into_any().unbind(),
+            _ => py.NotImplemented(),
+        }
+    }
+    fn __hash__(&self) -> u64 {
+        let m = self.value();
+        let mut hasher = DefaultHasher::new();
+        (m.worker_id, m.dp_rank, m.depth).hash(&mut hasher);
+        hasher.finish()
     }
     fn __repr__(&self) -> String {
+        let m = self.value();
         format!(
             "Match(worker_id={}, dp_rank={}, depth={})",
-            self.worker_id, self.dp_rank, self.depth
+            m.worker_id, m.dp_rank, m.depth
         )
     }
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let fields = (self.worker_id, self.dp_rank, self.depth).into_pyobject(py)?;
+        let m = self.value();
+        let fields = (m.worker_id, m.dp_rank, m.depth).into_pyobject(py)?;
         Ok(fields.into_any().try_iter()?.into_any())
     }
 }

@@ -56,6 +56,40 @@ def test_every_kind_of_sequence_gives_the_same_answer() -> None:
         assert index.find_matches(()) == []
 
 
+def test_ints_of_every_size_read_exactly_from_lists_and_tuples() -> None:
+    # Around every digit boundary of CPython's ints (30-bit digits) and of the signed and
+    # unsigned 64-bit ranges, in every position of a query.
+    edges = [0, 1, 2, (1 << 30) - 1, 1 << 30, (1 << 31) + 5, (1 << 32) - 1, 1 << 32, (1 << 60) + 3,
+             (1 << 63) - 1, 1 << 63, (1 << 63) + 1, (1 << 64) - 2, (1 << 64) - 1]
+    index = kvidx.Indexer(event_threads=0)
+    with index:
+        names = kvidx.seq_hashes(edges)
+        index.apply_event(kvidx.Stored(4, 0, list(zip(edges, names))))
+        for query in (edges, tuple(edges), array.array("Q", edges), HashList(edges)):
+            assert [tuple(m) for m in index.find_matches(query)] == [(4, 0, len(edges))], type(query)
+        # One hash off by one anywhere cuts the match there.
+        for i, hash_ in enumerate(edges):
+            off = list(edges)
+            off[i] = hash_ + 1 if hash_ < (1 << 64) - 1 else hash_ - 1
+            want = [(4, 0, i)] if i else []
+            assert [tuple(m) for m in index.find_matches(off)] == want
+            assert [tuple(m) for m in index.find_matches(tuple(off))] == want
+
+
+def test_long_queries_answer_as_short_ones() -> None:
+    hashes = [random.Random(9).getrandbits(64) for _ in range(300)]
+    index = kvidx.Indexer(event_threads=0)
+    with index:
+        names = kvidx.seq_hashes(hashes)
+        index.apply_event(kvidx.Stored(1, 0, list(zip(hashes, names))))
+        index.apply_event(kvidx.Stored(2, 0, list(zip(hashes[:260], names[:260]))))
+        for length in (255, 256, 257, 259, 260, 261, 300):
+            want = [(1, 0, length), (2, 0, min(length, 260))]
+            assert [tuple(m) for m in index.find_matches(hashes[:length])] == want
+            tiered = index.find_matches_tiered(array.array("Q", hashes[:length]))
+            assert [tuple(m.to_match()) for m in tiered] == want
+
+
 def test_other_arrays_and_index_objects_convert_item_by_item() -> None:
     with index_with_depths([2]) as index:
         small = [1, 2, 3]
@@ -74,10 +108,11 @@ def test_other_arrays_and_index_objects_convert_item_by_item() -> None:
 
 def test_bad_items_of_lists_and_tuples_raise_like_any_sequence() -> None:
     with index_with_depths([2]) as index:
-        for bad in ([1, "2"], (1, None), [1.5], (1, b"x")):
+        for bad in ([1, "2"], (1, None), [1.5], (1, b"x"), ["1"] * 300, [object()]):
             with pytest.raises(TypeError):
                 index.find_matches(bad)  # type: ignore[arg-type]
-        out_of_range: List[Any] = [[1, -1], (1 << 64,), [Hash(-3)]]
+        out_of_range: List[Any] = [[1, -1], (1 << 64,), [Hash(-3)], [-(1 << 64)], (1 << 200, 1),
+                                   [1 << 64] * 300]
         for query in out_of_range:
             with pytest.raises(OverflowError):
                 index.find_matches(query)
