@@ -71,6 +71,39 @@ impl Policy {
     }
 }
 
+/// What the kv policies know of the engines' caches when they route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum View {
+    /// The published events, as they arrive: `--event-delay-ms` after the engine caches the
+    /// blocks.
+    EventsOnly,
+    /// Perfect knowledge: the pools themselves at the moment of routing (no index, no delay).
+    Oracle,
+}
+
+impl View {
+    /// Every view, in report order.
+    pub const ALL: [View; 2] = [View::EventsOnly, View::Oracle];
+
+    /// The view's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            View::EventsOnly => "events-only",
+            View::Oracle => "oracle",
+        }
+    }
+
+    /// Whether the router's index is fed the published events.
+    pub fn reads_events(self) -> bool {
+        self == View::EventsOnly
+    }
+
+    /// Whether the router records a prediction of each request's blocks on its worker.
+    pub fn predicts(self) -> bool {
+        false
+    }
+}
+
 /// Where the kv-aware router reads overlaps from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RouterIndex {
@@ -105,6 +138,7 @@ fn micro_score(m: &TieredMatch, weights: &[f64; TIERS]) -> u64 {
 /// The router: a policy and, for kv-aware routing, the index it reads.
 pub(crate) struct Router {
     policy: Policy,
+    view: View,
     rng: Rng,
     next: usize,
     index: Option<Indexer>,
@@ -123,6 +157,11 @@ impl Router {
             RouterIndex::Radix => Some(BackendKind::Radix),
             RouterIndex::Oracle => None,
         };
+        let backend = if cfg.view == View::Oracle {
+            None
+        } else {
+            backend
+        };
         let uses_index = cfg.policy.reads_overlaps();
         let index = match (uses_index, backend) {
             (true, Some(backend)) => Some(
@@ -137,6 +176,7 @@ impl Router {
         };
         Self {
             policy: cfg.policy,
+            view: cfg.view,
             rng: Rng::new(cfg.seed),
             next: 0,
             index,
@@ -148,8 +188,12 @@ impl Router {
         }
     }
 
-    /// Feeds a published event to the router's index.
+    /// Feeds a published event, once it arrives, to the router's index (if the view reads
+    /// events).
     pub(crate) fn observe(&self, event: &Event) {
+        if !self.view.reads_events() {
+            return;
+        }
         if let Some(index) = &self.index {
             index
                 .apply_event(event.clone())
@@ -313,6 +357,8 @@ mod tests {
             engine_hash: EngineHash::Shared,
             host_blocks_per_worker: 8,
             host_weight: 0.8,
+            view: View::EventsOnly,
+            event_delay_ms: 0,
         })
     }
 
