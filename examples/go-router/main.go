@@ -163,6 +163,7 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.IntVar(&o.nats.snapshotKeep, "snapshot-keep", o.nats.snapshotKeep, "--nats: newest snapshots kept in the bucket")
 	fs.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
 	fs.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
+	fs.BoolVar(&o.nats.shareRoutes, "share-routes", o.nats.shareRoutes, "--nats: announce each route and each DELETE on the NATS subject "+routeSubject+" and count the other replicas' routes as load, so that the replicas' load views agree")
 	fs.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
 	usage := func(w io.Writer) {
 		fmt.Fprint(w, usageHeader)

@@ -184,6 +184,10 @@ type Router struct {
 	// tierWeights is what one cached block is worth by its fastest storage tier (a block on
 	// the device saves its whole prefill, one in host memory a little less, ...).
 	tierWeights [kvidx.NumTiers]float64
+	// remote are the routes other replicas made (--nats route sharing), counted as load.
+	remote remoteRoutes
+	// share, when set, is told of each route made and each route done here.
+	share routeSharer
 }
 
 // DefaultTierWeights are the tier weights of the command-line default: a block in host memory
@@ -260,6 +264,7 @@ func NewTieredRouter(ix *kvidx.Indexer, loadWeight float64, tierWeights [kvidx.N
 		r.workers[i].byLoad = loadWeight > 0
 		r.routes[i].routes = map[uint64]route{}
 	}
+	r.remote.routes = map[remoteKey]route{}
 	r.matches.New = func() any { s := make([]kvidx.TieredMatch, 0, 64); return &s }
 	return r, nil
 }
@@ -407,8 +412,9 @@ func (r *Router) RemoveWorker(id uint64) error {
 	return nil
 }
 
-// forgetRoutes drops the tracked routes whose worker matches.
+// forgetRoutes drops the tracked routes whose worker matches, the other replicas' included.
 func (r *Router) forgetRoutes(match func(workerKey) bool) {
+	r.forgetRemote(match)
 	for i := range r.routes {
 		rs := &r.routes[i]
 		rs.mu.Lock()
@@ -464,6 +470,9 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 			continue
 		}
 		c.d.RequestID = r.track(c.st, c.shard)
+		if r.share != nil {
+			r.share.routed(c.d, localHashes)
+		}
 		return c.d, true, nil
 	}
 	return d, false, nil
@@ -582,21 +591,28 @@ func (r *Router) expireLocked(rs *routeShard, now time.Time, limit int, out []ro
 		}
 		out = append(out, rt)
 	}
-	// Compact the order once most of it is done or dropped (amortized O(1) per route).
-	if rs.head > 64 && rs.head > len(rs.order)/2 {
-		rs.order = append(rs.order[:0], rs.order[rs.head:]...)
-		rs.head = 0
+	rs.order, rs.head = compactOrder(rs.order, rs.head, rs.routes)
+	return out
+}
+
+// compactOrder compacts an expiry order (keys oldest first from head, some no longer in
+// live) once most of it is done or dropped, amortized O(1) per key; it returns the new order
+// and head.
+func compactOrder[K comparable](order []K, head int, live map[K]route) ([]K, int) {
+	if head > 64 && head > len(order)/2 {
+		order = append(order[:0], order[head:]...)
+		head = 0
 	}
-	if pending := len(rs.order) - rs.head; pending > 64 && pending > 4*len(rs.routes) {
-		kept := rs.order[:0]
-		for _, id := range rs.order[rs.head:] {
-			if _, live := rs.routes[id]; live {
-				kept = append(kept, id)
+	if pending := len(order) - head; pending > 64 && pending > 4*len(live) {
+		kept := order[:0]
+		for _, k := range order[head:] {
+			if _, ok := live[k]; ok {
+				kept = append(kept, k)
 			}
 		}
-		rs.order, rs.head = kept, 0
+		order, head = kept, 0
 	}
-	return out
+	return order, head
 }
 
 // release takes a route's request off its worker's load (if the worker is still known).
@@ -619,12 +635,17 @@ func (r *Router) Done(requestID uint64) bool {
 	rs.mu.Unlock()
 	if ok {
 		release(rt)
+		if r.share != nil {
+			r.share.done(requestID)
+		}
 	}
 	return ok
 }
 
-// Expire releases every route past its deadline now; Route does it for one shard at a time.
+// Expire releases every route past its deadline now, the other replicas' included; Route
+// does it for one shard of its own routes at a time.
 func (r *Router) Expire() {
+	r.expireRemote()
 	now := r.now()
 	for i := range r.routes {
 		rs := &r.routes[i]

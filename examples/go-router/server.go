@@ -78,6 +78,9 @@ type errorResponse struct {
 //	GET    /metrics             Prometheus text
 //	GET    /replica             --nats mode: the replica's state as JSON (stream position,
 //	                            lag, watermarks, offset-batch stats, bootstrap, snapshots)
+//	GET    /load                the requests in flight per worker as this router counts them
+//	                            (its own and, in --nats mode, the other replicas'), and the
+//	                            route sharing's counters
 //
 // Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
 // 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
@@ -107,6 +110,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("DELETE /workers/{id}", s.deleteWorker)
 	mux.HandleFunc("GET /metrics", s.getMetrics)
 	mux.HandleFunc("GET /replica", s.getReplica)
+	mux.HandleFunc("GET /load", s.getLoad)
 	mux.HandleFunc("/", s.unknown)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if msg := uncleanPath(req.URL.Path); msg != "" {
@@ -138,7 +142,7 @@ func uncleanPath(p string) string {
 // allowed is the method each route of the API takes, by path (ids replaced by {id}).
 var allowed = map[string]string{
 	"/events": "POST", "/route": "POST", "/metrics": "GET",
-	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE", "/replica": "GET",
+	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE", "/replica": "GET", "/load": "GET",
 }
 
 // unknown answers what no route took: 405 for a known path with another method, else 404,
@@ -502,6 +506,15 @@ func (s *server) getReplica(w http.ResponseWriter, _ *http.Request) {
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
+	}
+	writeJSON(w, rep)
+}
+
+func (s *server) getLoad(w http.ResponseWriter, _ *http.Request) {
+	rep := s.router.loadReport()
+	if s.replica != nil && s.replica.share != nil {
+		sh := s.replica.share.report()
+		rep.Sharing = &sh
 	}
 	writeJSON(w, rep)
 }
