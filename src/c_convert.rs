@@ -54,6 +54,7 @@ pub(crate) fn config(
         jump_size: size(c.jump_size.into())?,
         queue_capacity: size(limits.queue_capacity)?,
         queue_bytes: size(limits.queue_bytes)?,
+        predictions: kvidx_core::PredictionConfig::default(),
     };
     config.validate().map_err(status_of)?;
     Ok(config)
