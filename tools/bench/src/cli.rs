@@ -113,6 +113,14 @@ pub struct EngineArgs {
     /// then the router does not see them.
     #[arg(long, default_value_t = 50)]
     pub event_delay_ms: u64,
+    /// With events and predictions: how long the router credits a routed request's prompt
+    /// to its worker before the events confirm it (ms).
+    #[arg(long, default_value_t = 1000)]
+    pub predict_ttl_ms: u64,
+    /// Event-free routing (predictions only): how long a routed request's prompt is credited
+    /// to its worker (ms).
+    #[arg(long, default_value_t = 120_000)]
+    pub event_free_ttl_ms: u64,
 }
 
 impl EngineArgs {

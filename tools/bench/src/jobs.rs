@@ -102,6 +102,8 @@ fn sim_config(engine: &EngineArgs, policy: Policy) -> Result<SimConfig, String> 
         host_weight: engine.host_weight,
         view: View::EventsOnly,
         event_delay_ms: engine.event_delay_ms,
+        predict_ttl_ms: engine.predict_ttl_ms,
+        event_free_ttl_ms: engine.event_free_ttl_ms,
     })
 }
 

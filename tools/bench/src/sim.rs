@@ -58,6 +58,10 @@ pub struct SimConfig {
     pub view: View,
     /// How long after an engine publishes an event the router's index receives it (ms).
     pub event_delay_ms: u64,
+    /// How long a prediction lasts with events (`View::EventsPredictions`), in ms.
+    pub predict_ttl_ms: u64,
+    /// How long a prediction lasts without events (`View::PredictionsOnly`), in ms.
+    pub event_free_ttl_ms: u64,
 }
 
 /// Routing quality and event counts of one simulation.
@@ -196,7 +200,9 @@ impl Fleet {
         for event in self.delayed.arrived(t) {
             self.router.observe(&event);
         }
+        self.router.at(t);
         let worker = self.router.choose(&prompt, &self.pools, &self.load);
+        self.router.routed(worker, &prompt);
         self.choices.push(worker as u32);
         let pool = &mut self.pools[worker];
         self.served[worker] += 1;
@@ -346,6 +352,8 @@ mod tests {
             host_weight: 0.8,
             view: View::EventsOnly,
             event_delay_ms: 0,
+            predict_ttl_ms: 1000,
+            event_free_ttl_ms: 120_000,
         }
     }
 
@@ -863,6 +871,8 @@ mod tests {
             host_weight: 0.8,
             view: View::EventsOnly,
             event_delay_ms: 0,
+            predict_ttl_ms: 1000,
+            event_free_ttl_ms: 120_000,
         };
         let out = simulate(&sample(400), &cfg);
         let dir = tempfile::tempdir().unwrap();
@@ -922,6 +932,39 @@ mod tests {
         assert_eq!(r.hit_blocks, prompt - 8);
         // 8 blocks of 256 tokens prefilled: the first request's.
         assert_eq!(r.prefill_tokens, 8 * 256);
+    }
+
+    #[test]
+    fn predictions_keep_a_burst_together_before_its_events_arrive() {
+        let trace = same_prompt(8, 1);
+        let prompt = 8 * 4 * 2;
+        for view in [View::EventsPredictions, View::PredictionsOnly] {
+            for delay in [0, 50, 500] {
+                let r = simulate(&trace, &viewing(view, delay)).routing;
+                assert_eq!(r.hit_blocks, prompt - 8, "{view:?} at {delay} ms");
+                assert_eq!(r.max_worker_requests, 8, "{view:?}: one worker");
+            }
+        }
+    }
+
+    #[test]
+    fn the_event_free_view_forgets_a_worker_s_blocks_after_its_ttl() {
+        // Two requests 200 ms apart: within the event-free TTL the second goes where the
+        // first went and hits; beyond it the prediction is gone and it routes blind.
+        let trace = same_prompt(2, 200);
+        let run = |ttl| {
+            let cfg = SimConfig {
+                event_free_ttl_ms: ttl,
+                ..viewing(View::PredictionsOnly, 50)
+            };
+            simulate(&trace, &cfg).routing
+        };
+        assert_eq!(run(201).hit_blocks, 8, "a prediction counts within its TTL");
+        // Expired: the second request is routed blind, among 4 idle workers.
+        let expired = run(200);
+        assert_eq!(expired.requests, 2);
+        let blind = simulate(&trace, &viewing(View::EventsOnly, 500)).routing;
+        assert_eq!(expired, blind, "as a router that knows nothing");
     }
 
     #[test]

@@ -137,16 +137,10 @@ pub fn targets(rows: &[StudyRow], delay_ms: u64) -> Vec<Targets> {
             delay_ms,
             events_only,
             oracle,
-            gap_recovered: View::ALL
-                .iter()
-                .find(|v| v.predicts() && v.reads_events())
-                .and_then(|v| rate(*v))
+            gap_recovered: rate(View::EventsPredictions)
                 .filter(|_| gap > 0.0)
                 .map(|r| (r - events_only) / gap),
-            event_free_ratio: View::ALL
-                .iter()
-                .find(|v| v.predicts() && !v.reads_events())
-                .and_then(|v| rate(*v))
+            event_free_ratio: rate(View::PredictionsOnly)
                 .filter(|_| events_only > 0.0)
                 .map(|r| r / events_only),
         });
@@ -211,6 +205,8 @@ mod tests {
             host_weight: 0.8,
             view: View::EventsOnly,
             event_delay_ms: 0,
+            predict_ttl_ms: 1000,
+            event_free_ttl_ms: 120_000,
         };
         let mut simulated = 0;
         let bursts = Bursts {
