@@ -117,13 +117,10 @@ func (s PredictionStats) String() string { return fieldsString(s) }
 // is [ErrInvalidArgument].
 func (ix *Indexer) Predict(workerID uint64, dpRank uint32, localHashes []uint64, ttl time.Duration) error {
 	const op = "Predict"
-	h := ix.enter()
+	h, err := ix.predictionCall(op)
 	defer ix.leave()
-	if h == nilHandle {
-		return closedError(op)
-	}
-	if !libHasPredictions() {
-		return noPredictionsError(op)
+	if err != nil {
+		return err
 	}
 	if ttl < 0 {
 		return check(op, StatusInvalidArgument)
@@ -150,13 +147,10 @@ func (ix *Indexer) FindMatchesPredicted(localHashes []uint64) ([]PredictedMatch,
 // [Indexer.FindMatchesInto]. On error dst is returned unchanged.
 func (ix *Indexer) FindMatchesPredictedInto(localHashes []uint64, dst []PredictedMatch) ([]PredictedMatch, error) {
 	const op = "FindMatchesPredicted"
-	h := ix.enter()
+	h, err := ix.predictionCall(op)
 	defer ix.leave()
-	if h == nilHandle {
-		return dst, closedError(op)
-	}
-	if !libHasPredictions() {
-		return dst, noPredictionsError(op)
+	if err != nil {
+		return dst, err
 	}
 	return findInto(h, op, localHashes, dst, libFindMatchesPredicted)
 }
@@ -165,13 +159,10 @@ func (ix *Indexer) FindMatchesPredictedInto(localHashes []uint64, dst []Predicte
 // ([ClockMonotonic]) or as last set ([ClockManual]).
 func (ix *Indexer) Now() (time.Duration, error) {
 	const op = "Now"
-	h := ix.enter()
+	h, err := ix.predictionCall(op)
 	defer ix.leave()
-	if h == nilHandle {
-		return 0, closedError(op)
-	}
-	if !libHasPredictions() {
-		return 0, noPredictionsError(op)
+	if err != nil {
+		return 0, err
 	}
 	now, st := libNow(h)
 	return time.Duration(min(now, uint64(1<<63-1))), check(op, st)
@@ -191,13 +182,10 @@ func (ix *Indexer) AdvanceTime(d time.Duration) error {
 
 // moveClock runs SetTime or AdvanceTime.
 func (ix *Indexer) moveClock(op string, d time.Duration, move func(handle, uint64) Status) error {
-	h := ix.enter()
+	h, err := ix.predictionCall(op)
 	defer ix.leave()
-	if h == nilHandle {
-		return closedError(op)
-	}
-	if !libHasPredictions() {
-		return noPredictionsError(op)
+	if err != nil {
+		return err
 	}
 	if d < 0 {
 		return check(op, StatusInvalidArgument)
@@ -208,16 +196,26 @@ func (ix *Indexer) moveClock(op string, d time.Duration, move func(handle, uint6
 // PredictionStats returns the state and counters of the indexer's predictions.
 func (ix *Indexer) PredictionStats() (PredictionStats, error) {
 	const op = "PredictionStats"
-	h := ix.enter()
+	h, err := ix.predictionCall(op)
 	defer ix.leave()
 	var s PredictionStats
-	if h == nilHandle {
-		return s, closedError(op)
-	}
-	if !libHasPredictions() {
-		return s, noPredictionsError(op)
+	if err != nil {
+		return s, err
 	}
 	return s, check(op, libPredictionStats(h, &s))
+}
+
+// predictionCall begins a call of a predictions method (the caller defers ix.leave): the
+// handle, or an error when the indexer is closed or the library has no predictions.
+func (ix *Indexer) predictionCall(op string) (handle, error) {
+	h := ix.enter()
+	if h == nilHandle {
+		return h, closedError(op)
+	}
+	if !libHasPredictions() {
+		return h, noPredictionsError(op)
+	}
+	return h, nil
 }
 
 // noPredictionsError reports a predictions method (or a Config with predictions) used with a
