@@ -39,6 +39,8 @@ mod snapshots;
 
 mod feed_start;
 
+mod predictions;
+
 mod args;
 mod c_convert;
 
@@ -68,6 +70,13 @@ pub const KVIDX_HAS_FEED_STATE: u32 = 1;
 /// `kvidx_engine_feed_start_stats` (additions to ABI v1).
 pub const KVIDX_HAS_FEED_START: u32 = 1;
 
+/// Defined (1) when the library keeps predicted blocks: `kvidx_clock`,
+/// `kvidx_prediction_config` with `kvidx_prediction_config_default` and
+/// `kvidx_new_with_predictions`, `kvidx_predict`, `kvidx_predicted_match` with
+/// `kvidx_find_matches_predicted`, `kvidx_now`, `kvidx_set_time`, `kvidx_advance_time`, and
+/// `kvidx_prediction_stats` with `kvidx_get_prediction_stats` (additions to ABI v1).
+pub const KVIDX_HAS_PREDICTIONS: u32 = 1;
+
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
     kvidx_event_kind, kvidx_feed_flag, kvidx_indexer, kvidx_match, kvidx_queue_limits,
@@ -95,6 +104,12 @@ pub use info::{kvidx_abi_version, kvidx_status_str, kvidx_version};
 pub use lifecycle::{
     kvidx_config_default, kvidx_debug_panic, kvidx_free, kvidx_new, kvidx_new_with_limits,
     kvidx_queue_limits_default,
+};
+pub use predictions::{
+    kvidx_advance_time, kvidx_clock, kvidx_find_matches_predicted, kvidx_get_prediction_stats,
+    kvidx_new_with_predictions, kvidx_now, kvidx_predict, kvidx_predicted_match,
+    kvidx_prediction_config, kvidx_prediction_config_default, kvidx_prediction_stats,
+    kvidx_set_time,
 };
 pub use queries::{kvidx_find_matches, kvidx_get_stats};
 pub use replica::{kvidx_apply_events_at, kvidx_get_replica_stats, kvidx_watermark};

@@ -47,6 +47,8 @@ var lib struct {
 	snapshotWrite, snapshotRestore                                              uintptr
 	feedApplyEpochAt, feedSaveState, feedRestoreState                           uintptr
 	feedNextSeq, feedStartStats                                                 uintptr
+	newWithPredictions, predict, findMatchesPredicted, now, setTime             uintptr
+	advanceTime, getPredictionStats                                             uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -147,6 +149,15 @@ func openLibrary(candidates []string) (err error) {
 		// libHasFeedStart).
 		{"kvidx_engine_feed_next_seq", &lib.feedNextSeq},
 		{"kvidx_engine_feed_start_stats", &lib.feedStartStats},
+		// KVIDX_HAS_PREDICTIONS: without them the methods fail with ErrLibraryUnavailable
+		// (see libHasPredictions).
+		{"kvidx_new_with_predictions", &lib.newWithPredictions},
+		{"kvidx_predict", &lib.predict},
+		{"kvidx_find_matches_predicted", &lib.findMatchesPredicted},
+		{"kvidx_now", &lib.now},
+		{"kvidx_set_time", &lib.setTime},
+		{"kvidx_advance_time", &lib.advanceTime},
+		{"kvidx_get_prediction_stats", &lib.getPredictionStats},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0
