@@ -32,9 +32,11 @@ type remoteRoutes struct {
 }
 
 // AddRemote counts a route another replica made to worker k as in flight here (registering
-// k as a candidate when this replica does not know it yet). It reports whether the route
-// was counted: false for a worker that cannot be registered or a route already counted.
-func (r *Router) AddRemote(replica string, id uint64, k workerKey) bool {
+// k as a candidate when this replica does not know it yet) and, when this router predicts,
+// records localHashes (the route's blocks, if sent) as predicted for k. It reports whether
+// the route was counted: false for a worker that cannot be registered or a route already
+// counted.
+func (r *Router) AddRemote(replica string, id uint64, k workerKey, localHashes []uint64) bool {
 	if !r.known(k) {
 		if _, err := r.Register([]workerKey{k}); err != nil {
 			return false
@@ -59,6 +61,7 @@ func (r *Router) AddRemote(replica string, id uint64, k workerKey) bool {
 	if st == nil {
 		return false // removed meanwhile
 	}
+	r.predict(k, localHashes)
 	now := r.now()
 	rr.mu.Lock()
 	rr.routes[key] = route{worker: st, shard: sh, deadline: now.Add(r.limits.RouteTTL)}

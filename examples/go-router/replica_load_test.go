@@ -54,9 +54,9 @@ type directShare struct {
 	peers []*Router
 }
 
-func (s directShare) routed(d Decision, _ []uint64) {
+func (s directShare) routed(d Decision, localHashes []uint64) {
 	for _, p := range s.peers {
-		p.AddRemote(s.id, d.RequestID, workerKey{d.WorkerID, d.DpRank})
+		p.AddRemote(s.id, d.RequestID, workerKey{d.WorkerID, d.DpRank}, localHashes)
 	}
 }
 
@@ -151,13 +151,13 @@ func TestRemoteRoutesExpireAndGoWithTheirWorker(t *testing.T) {
 	_, r, _ := twoReplicas(t, false)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }
-	if !r.AddRemote("x", 1, workerKey{1, 0}) || r.AddRemote("x", 1, workerKey{1, 0}) {
+	if !r.AddRemote("x", 1, workerKey{1, 0}, nil) || r.AddRemote("x", 1, workerKey{1, 0}, nil) {
 		t.Fatal("a route is counted once")
 	}
 	if r.DoneRemote("x", 2) || r.DoneRemote("y", 1) {
 		t.Fatal("a done for an unknown route counted")
 	}
-	if !r.AddRemote("y", 1, workerKey{9, 2}) {
+	if !r.AddRemote("y", 1, workerKey{9, 2}, nil) {
 		t.Fatal("a route to a worker this replica does not know yet registers it")
 	}
 	if got := r.Loads(); !slices.Equal(got, []workerLoad{{1, 0, 1}, {9, 2, 1}}) {
@@ -171,7 +171,7 @@ func TestRemoteRoutesExpireAndGoWithTheirWorker(t *testing.T) {
 	if n := r.RemoteInFlight(); n != 0 || len(r.Loads()) != 0 || r.remote.expired != 2 {
 		t.Fatalf("after the TTL: %d in flight, loads %v, %d expired", n, r.Loads(), r.remote.expired)
 	}
-	r.AddRemote("x", 3, workerKey{2, 0})
+	r.AddRemote("x", 3, workerKey{2, 0}, nil)
 	if err := r.RemoveWorker(2); err != nil {
 		t.Fatal(err)
 	}

@@ -1315,3 +1315,61 @@ func TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne(t *testing.T
 	}
 	t.Logf("snapshot at %d, %d messages in all: both replicas cleared all 4 workers and agree", partOne, last)
 }
+
+// TestReplicasSharePredictions runs against nats-server: two replicas with -predict-ttl on
+// the same stream. A prompt no worker holds, routed on the first replica and kept in flight,
+// is predicted for its worker on both: once the second replica has heard the route, the same
+// prompt routed there goes to that worker with the whole prompt predicted and the first
+// replica's request counted in flight, before any event of it exists.
+func TestReplicasSharePredictions(t *testing.T) {
+	dir, wl, bin, ns, js := smallReplicaSetup(t)
+	cfg := jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage}
+	if _, err := js.CreateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var procs []*routerProc
+	for i := range 2 {
+		p := &routerProc{t: t, name: fmt.Sprintf("replica-%d", i+1), bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			logPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i+1)), client: &http.Client{Timeout: 10 * time.Second},
+			args: []string{"-nats", ns.url(), "-block-size", strconv.Itoa(e2eBlockSize), "-predict-ttl", "10m", "-save-snapshots=false"}}
+		p.start()
+		defer p.kill9()
+		procs = append(procs, p)
+	}
+	pub := &bridgePublisher{t: t, js: js, epoch: 1}
+	for _, m := range wl.msgs[:10] {
+		pub.publish(m)
+	}
+	for _, p := range procs {
+		p.waitApplied(10, 30*time.Second)
+	}
+	// 40 blocks no event names: far more to prefill than one request of load weighs.
+	q := make([]uint64, 40)
+	for i := range q {
+		q[i] = 1<<63 + uint64(i)
+	}
+	watch := newShareWatch(t, procs...)
+	first := watch.routeKeep(0, q)
+	if first.OverlapBlocks != 0 || first.PredictedBlocks != 0 {
+		t.Fatalf("first route %+v: nothing held or predicted yet", first)
+	}
+	second := watch.routeKeep(1, q)
+	if second.WorkerID != first.WorkerID || second.DpRank != first.DpRank || second.PredictedBlocks != 40 ||
+		second.OverlapBlocks != 0 || second.InFlight != 1 {
+		t.Fatalf("on %s: %+v; want worker %d with 40 predicted blocks, none confirmed, 1 in flight", procs[1].name, second, first.WorkerID)
+	}
+	third := watch.routeKeep(0, q)
+	if third.WorkerID != first.WorkerID || third.PredictedBlocks != 40 || third.InFlight != 2 {
+		t.Fatalf("back on %s: %+v; want worker %d, 40 predicted, 2 in flight", procs[0].name, third, first.WorkerID)
+	}
+	watch.done(0, first.RequestID)
+	watch.done(1, second.RequestID)
+	watch.done(0, third.RequestID)
+	for _, p := range procs {
+		if l := p.load(); l.LocalInFlight != 0 || l.RemoteInFlight != 0 {
+			t.Fatalf("%s after every request ended: %+v", p.name, l)
+		}
+	}
+	t.Logf("a 40-block prompt routed on %s went to worker %d; %s and then %s again sent it there too, 40 blocks predicted, the others' requests in flight counted",
+		procs[0].name, first.WorkerID, procs[1].name, procs[0].name)
+}

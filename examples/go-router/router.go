@@ -188,6 +188,12 @@ type Router struct {
 	remote remoteRoutes
 	// share, when set, is told of each route made and each route done here.
 	share routeSharer
+	// predictTTL > 0 records each route's blocks as predicted for its worker for that long
+	// (kvidx's Indexer.Predict) and scores workers by their predicted depth (predict.go).
+	predictTTL time.Duration
+	predicted  sync.Pool // *[]kvidx.PredictedMatch scratch buffers
+	// predictFailures counts routes whose prediction the library refused.
+	predictFailures atomic.Uint64
 }
 
 // DefaultTierWeights are the tier weights of the command-line default: a block in host memory
@@ -236,8 +242,13 @@ type Decision struct {
 	// External, the overlap on any tier).
 	TierDepths TierDepths `json:"tier_depths"`
 	// HitBlocks is the overlap with each block weighted by its fastest tier (see
-	// Router.Route); it equals OverlapBlocks when every block is on the device.
+	// Router.Route); it equals OverlapBlocks when every block is on the device. With
+	// predictions it is at least PredictedBlocks.
 	HitBlocks float64 `json:"hit_blocks"`
+	// PredictedBlocks is the chosen worker's predicted depth (-predict-ttl, -event-free):
+	// the longest prefix it holds by events or was predicted to hold by earlier routes
+	// (0 without predictions).
+	PredictedBlocks uint32 `json:"predicted_blocks"`
 }
 
 // NewRouter builds a router over an open indexer with the default tier weights; loadWeight
@@ -265,6 +276,7 @@ func NewTieredRouter(ix *kvidx.Indexer, loadWeight float64, tierWeights [kvidx.N
 		r.routes[i].routes = map[uint64]route{}
 	}
 	r.remote.routes = map[remoteKey]route{}
+	r.predicted.New = func() any { s := make([]kvidx.PredictedMatch, 0, 64); return &s }
 	r.matches.New = func() any { s := make([]kvidx.TieredMatch, 0, 64); return &s }
 	return r, nil
 }
@@ -454,8 +466,17 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 	if err != nil {
 		return d, false, err
 	}
+	var predicted []kvidx.PredictedMatch
+	if r.predictTTL > 0 {
+		pbuf := r.predicted.Get().(*[]kvidx.PredictedMatch)
+		defer r.predicted.Put(pbuf)
+		if *pbuf, err = r.ix.FindMatchesPredictedInto(localHashes, (*pbuf)[:0]); err != nil {
+			return d, false, err
+		}
+		predicted = *pbuf
+	}
 	for range 8 { // retried only when the chosen worker is removed meanwhile
-		c, found := r.best(localHashes, *buf)
+		c, found := r.best(localHashes, *buf, predicted)
 		if !found {
 			return d, false, nil
 		}
@@ -470,6 +491,7 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 			continue
 		}
 		c.d.RequestID = r.track(c.st, c.shard)
+		r.predict(c.st.key, localHashes)
 		if r.share != nil {
 			r.share.routed(c.d, localHashes)
 		}
@@ -478,34 +500,51 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 	return d, false, nil
 }
 
-// best returns the best candidate for a query and its matches, without changing anything.
-func (r *Router) best(q []uint64, matches []kvidx.TieredMatch) (best candidate, found bool) {
-	consider := func(st *workerState, sh *workerShard, inflight int, m kvidx.TieredMatch) {
+// best returns the best candidate for a query, its matches and (with predictions) its
+// predicted matches, without changing anything.
+func (r *Router) best(q []uint64, matches []kvidx.TieredMatch, predicted []kvidx.PredictedMatch) (best candidate, found bool) {
+	consider := func(st *workerState, sh *workerShard, inflight int, m kvidx.TieredMatch, predictedDepth uint32) {
 		c := candidate{st: st, shard: sh, d: Decision{
-			WorkerID:      st.key.ID,
-			DpRank:        st.key.DpRank,
-			OverlapBlocks: m.Depth,
-			RequestBlocks: len(q),
-			InFlight:      inflight,
-			TierDepths:    tierDepthsOf(m.TierDepths),
-			HitBlocks:     m.Score(r.tierWeights),
+			WorkerID:        st.key.ID,
+			DpRank:          st.key.DpRank,
+			OverlapBlocks:   m.Depth,
+			RequestBlocks:   len(q),
+			InFlight:        inflight,
+			TierDepths:      tierDepthsOf(m.TierDepths),
+			HitBlocks:       max(m.Score(r.tierWeights), float64(predictedDepth)),
+			PredictedBlocks: predictedDepth,
 		}}
 		c.d.Cost = routeCost(len(q), c.d.HitBlocks, r.loadWeight, inflight)
 		if !found || better(c.d, best.d, st.key, best.st.key) {
 			best, found = c, true
 		}
 	}
-	for _, m := range matches {
-		sh := r.workerShard(m.WorkerID)
+	look := func(k workerKey) (*workerState, *workerShard, int) {
+		sh := r.workerShard(k.ID)
 		sh.mu.RLock()
-		st := sh.find(workerKey{m.WorkerID, m.DpRank})
-		inflight := 0
-		if st != nil {
-			inflight = st.inflight
+		defer sh.mu.RUnlock()
+		st := sh.find(k)
+		if st == nil {
+			return nil, sh, 0
 		}
-		sh.mu.RUnlock()
-		if st != nil && m.Depth > 0 {
-			consider(st, sh, inflight, m)
+		return st, sh, st.inflight
+	}
+	depths := predictedDepths(predicted)
+	for _, m := range matches {
+		k := workerKey{m.WorkerID, m.DpRank}
+		if st, sh, inflight := look(k); st != nil && m.Depth > 0 {
+			consider(st, sh, inflight, m, depths[k])
+			delete(depths, k)
+		}
+	}
+	// Workers predicted to hold a prefix beyond what the events confirm (in the order of
+	// the predicted answer, so that the choice does not depend on map order).
+	for _, p := range predicted {
+		k := workerKey{p.WorkerID, p.DpRank}
+		if d, left := depths[k]; left {
+			if st, sh, inflight := look(k); st != nil {
+				consider(st, sh, inflight, kvidx.TieredMatch{WorkerID: k.ID, DpRank: k.DpRank}, d)
+			}
 		}
 	}
 	// The least-loaded worker overall, with no overlap: if it holds a prefix, its entry
@@ -526,7 +565,7 @@ func (r *Router) best(q []uint64, matches []kvidx.TieredMatch) (best candidate, 
 		sh.mu.RUnlock()
 	}
 	if top != nil {
-		consider(top, topShard, topInflight, kvidx.TieredMatch{})
+		consider(top, topShard, topInflight, kvidx.TieredMatch{}, 0)
 	}
 	return best, found
 }

@@ -32,11 +32,15 @@ type routeMsg struct {
 	// WorkerID and DpRank name the worker of a route.
 	WorkerID uint64 `json:"worker_id,omitempty"`
 	DpRank   uint32 `json:"dp_rank,omitempty"`
+	// LocalHashes are a route's blocks, sent when the sender predicts (-predict-ttl,
+	// -event-free): a receiver that predicts credits them to the worker too.
+	LocalHashes []uint64 `json:"local_hashes,omitempty"`
 }
 
 // routeShare publishes this replica's routing decisions on routeSubject and counts the other
-// replicas' as load on this replica's router, so that every replica's load view is the
-// fleet's, up to the subject's delay.
+// replicas' as load on this replica's router (and their blocks as predicted, when both
+// predict), so that every replica's load view and predictions are the fleet's, up to the
+// subject's delay.
 type routeShare struct {
 	id     string
 	nc     *nats.Conn
@@ -72,9 +76,13 @@ func startRouteShare(nc *nats.Conn, router *Router) (*routeShare, error) {
 	return s, nil
 }
 
-// routed announces a route this router made.
-func (s *routeShare) routed(d Decision, _ []uint64) {
-	s.publish(routeMsg{Replica: s.id, Op: opRoute, RequestID: d.RequestID, WorkerID: d.WorkerID, DpRank: d.DpRank})
+// routed announces a route this router made (with its blocks when the router predicts).
+func (s *routeShare) routed(d Decision, localHashes []uint64) {
+	m := routeMsg{Replica: s.id, Op: opRoute, RequestID: d.RequestID, WorkerID: d.WorkerID, DpRank: d.DpRank}
+	if s.router.predictTTL > 0 {
+		m.LocalHashes = localHashes
+	}
+	s.publish(m)
 }
 
 // done announces that a route this router made is done.
@@ -109,7 +117,7 @@ func (s *routeShare) receive(msg *nats.Msg) {
 	switch m.Op {
 	case opRoute:
 		s.routes.Add(1)
-		s.router.AddRemote(m.Replica, m.RequestID, workerKey{m.WorkerID, m.DpRank})
+		s.router.AddRemote(m.Replica, m.RequestID, workerKey{m.WorkerID, m.DpRank}, m.LocalHashes)
 	case opDone:
 		s.dones.Add(1)
 		s.router.DoneRemote(m.Replica, m.RequestID)

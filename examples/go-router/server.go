@@ -35,6 +35,9 @@ type server struct {
 	// replica, in --nats mode, feeds the index from the stream: POST /events and
 	// DELETE /workers are then refused (409) so replicas stay identical; GET /replica reports.
 	replica *replica
+	// eventFree (-event-free): the index is fed by routing decisions only; POST /events is
+	// refused (409).
+	eventFree bool
 	// beforeApply, when set (tests only), runs in POST /events between registering the
 	// request's workers and submitting its events, with the workers' locks held.
 	beforeApply func(workers []workerKey)
@@ -72,7 +75,8 @@ type errorResponse struct {
 //	                            name its storage tier with "medium" or "tier"); ?wait=1 returns
 //	                            once applied, with the counts of applied and rejected events
 //	POST   /route               {"token_ids": [...]} or {"local_hashes": [...]} -> Decision
-//	                            (with the chosen worker's depths per storage tier)
+//	                            (with the chosen worker's depths per storage tier and, with
+//	                            -predict-ttl or -event-free, its predicted depth)
 //	DELETE /requests/{id}       the routed request is done (no longer counts as load)
 //	DELETE /workers/{id}        forget a worker (all dp ranks)
 //	GET    /metrics             Prometheus text
@@ -84,7 +88,8 @@ type errorResponse struct {
 //
 // Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
 // 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
-// mode, POST /events and DELETE /workers: the index follows the stream only), 413 body larger
+// mode, POST /events and DELETE /workers: the index follows the stream only; in -event-free
+// mode, POST /events), 413 body larger
 // than maxBody (or a /route body whose decoded ids alone need more than maxInflight bytes),
 // 503 no worker known yet, or (with Retry-After) the request's bytes do not fit in
 // maxInflight now, or, in --nats mode, the replica has not caught up with the stream yet
@@ -245,6 +250,10 @@ const errFromStream = "this router is a replica fed by the " + streamName + " st
 func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 	if s.replica != nil {
 		s.fail(w, http.StatusConflict, errFromStream)
+		return
+	}
+	if s.eventFree {
+		s.fail(w, http.StatusConflict, "this router runs without events (-event-free): its index is fed by its routing decisions only")
 		return
 	}
 	res := s.budget.reserve()
