@@ -1113,6 +1113,15 @@ mod tests {
     fn main_job_without_a_host_tier_reports_as_before() {
         let r = small_main_job(&[]);
         assert_eq!(r["routing"].as_array().unwrap().len(), 4);
+        // The study: 2 variants x 3 delays x 4 views, and the targets of both variants.
+        let study = &r["delay_study"];
+        assert_eq!(study["rows"].as_array().unwrap().len(), 24);
+        assert_eq!(study["rows"][0]["view"], "events-only");
+        assert_eq!(study["rows"][23]["trace"], "bursty");
+        assert_eq!(study["burst"], 8);
+        let targets = study["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 2);
+        assert!(targets.iter().all(|t| t["delay_ms"] == 50));
         assert!(r["routing"][3]["device_hit_rate"].is_null());
         for key in ["single_tier_routing", "compared_workload"] {
             assert!(r[key].is_null(), "{key}");
