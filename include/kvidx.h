@@ -61,7 +61,8 @@
  *   KVIDX_HAS_HASH_CHECK: an engine feed's check of the engines' block hashes,
  *   kvidx_hash_algorithm, kvidx_hash_check_stats and the kvidx_engine_feed_*hash_check*
  *   functions; KVIDX_HAS_LLMD_KEYS: llm-d's request keys, kvidx_llmd_request_keys and
- *   kvidx_engine_feed_set_llmd_keys), so
+ *   kvidx_engine_feed_set_llmd_keys; KVIDX_HAS_PREDICTIONS: predicted blocks, kvidx_predict,
+ *   kvidx_find_matches_predicted, kvidx_new_with_predictions and the clock they expire by), so
  *   a program can test for it with #ifdef;
  *   a library older than the header lacks the new symbols, which the dynamic linker reports
  *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
@@ -130,6 +131,15 @@
  * v1).
  */
 #define KVIDX_HAS_LLMD_KEYS 1
+
+/**
+ * Defined (1) when the library keeps predicted blocks: `kvidx_clock`,
+ * `kvidx_prediction_config` with `kvidx_prediction_config_default` and
+ * `kvidx_new_with_predictions`, `kvidx_predict`, `kvidx_predicted_match` with
+ * `kvidx_find_matches_predicted`, `kvidx_now`, `kvidx_set_time`, `kvidx_advance_time`, and
+ * `kvidx_prediction_stats` with `kvidx_get_prediction_stats` (additions to ABI v1).
+ */
+#define KVIDX_HAS_PREDICTIONS 1
 
 /**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
@@ -366,6 +376,21 @@ typedef enum kvidx_hash_algorithm {
      */
     KVIDX_HASH_SGLANG_SHA256 = 2,
 } kvidx_hash_algorithm;
+
+/**
+ * The clock an indexer's predictions expire by (`kvidx_prediction_config.clock`).
+ */
+typedef enum kvidx_clock {
+    /**
+     * The system's monotonic clock; time 0 is when the indexer was created.
+     */
+    KVIDX_CLOCK_MONOTONIC = 0,
+    /**
+     * Starts at 0 and moves only by `kvidx_set_time` and `kvidx_advance_time` (tests and
+     * simulations drive time without sleeping).
+     */
+    KVIDX_CLOCK_MANUAL = 1,
+} kvidx_clock;
 
 /**
  * An opaque engine feed: sequence tracking and counters per publisher `(worker_id, dp_rank)`
@@ -743,6 +768,91 @@ typedef struct kvidx_hash_check_stats {
      */
     uint64_t unverifiable;
 } kvidx_hash_check_stats;
+
+/**
+ * How an indexer keeps predictions (`kvidx_new_with_predictions`).
+ */
+typedef struct kvidx_prediction_config {
+    /**
+     * Bytes all predictions of the indexer may take (`kvidx_prediction_stats.bytes`); the
+     * least recently predicted blocks are dropped first to stay within it. 0 = the default
+     * (64 MiB). A value the library cannot represent is `KVIDX_ERR_INVALID_ARGUMENT`.
+     */
+    uint64_t max_bytes;
+    /**
+     * Predicted blocks each worker may hold; beyond it that worker's least recently
+     * predicted blocks are dropped first (the event-free mode's stand-in for the engine's
+     * cache). 0 = no per-worker bound.
+     */
+    uint64_t worker_capacity;
+    /**
+     * A `kvidx_clock` value; anything else is `KVIDX_ERR_INVALID_ARGUMENT`.
+     */
+    uint32_t clock;
+} kvidx_prediction_config;
+
+/**
+ * One worker's answer to a predicted lookup (`kvidx_find_matches_predicted`).
+ */
+typedef struct kvidx_predicted_match {
+    /**
+     * The worker's engine instance.
+     */
+    uint64_t worker_id;
+    /**
+     * The worker's data-parallel rank.
+     */
+    uint32_t dp_rank;
+    /**
+     * The confirmed depth: what `kvidx_find_matches` reports for the worker (0 when it holds
+     * no prefix of the query, or is not in that answer).
+     */
+    uint32_t depth;
+    /**
+     * The predicted depth: the longest prefix of the query whose every block the worker
+     * holds within its confirmed depth or is predicted (unexpired) to hold; `>= depth` and
+     * always > 0.
+     */
+    uint32_t predicted_depth;
+} kvidx_predicted_match;
+
+/**
+ * The state and counters of an indexer's predictions (`kvidx_get_prediction_stats`).
+ */
+typedef struct kvidx_prediction_stats {
+    /**
+     * Predicted blocks held, one per (worker, block), expired ones not yet dropped included.
+     */
+    uint64_t blocks;
+    /**
+     * Workers with at least one predicted block held.
+     */
+    uint64_t workers;
+    /**
+     * Bytes the predictions take; at most `kvidx_prediction_config.max_bytes`.
+     */
+    uint64_t bytes;
+    /**
+     * Blocks dropped, least recently predicted first, to stay within the byte bound.
+     */
+    uint64_t dropped_for_bytes;
+    /**
+     * Blocks dropped, a worker's least recently predicted first, for its capacity.
+     */
+    uint64_t dropped_for_capacity;
+    /**
+     * Expired blocks dropped.
+     */
+    uint64_t expired;
+    /**
+     * Blocks confirmed by a STORED of the same worker and block (the prediction dropped).
+     */
+    uint64_t confirmed;
+    /**
+     * Blocks dropped by a REMOVED, a CLEARED or a worker's removal.
+     */
+    uint64_t dropped_by_events;
+} kvidx_prediction_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1528,6 +1638,107 @@ enum kvidx_status kvidx_engine_feed_set_llmd_keys(const struct kvidx_engine_feed
                                                   size_t seed_len,
                                                   const uint8_t *model,
                                                   size_t model_len);
+
+/**
+ * Returns the default prediction settings: `{0, 0, KVIDX_CLOCK_MONOTONIC}` (64 MiB, no
+ * per-worker bound, the system's monotonic clock).
+ */
+struct kvidx_prediction_config kvidx_prediction_config_default(void);
+
+/**
+ * Like `kvidx_new_with_limits`, with prediction settings. `config`, `limits` and
+ * `predictions` may each be NULL for their defaults (`kvidx_new` and
+ * `kvidx_new_with_limits` use the default prediction settings).
+ *
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown clock, a number the library cannot
+ * represent, and everything `kvidx_new_with_limits` checks; otherwise as `kvidx_new`.
+ * `*out` is written only on success; release the handle with `kvidx_free`.
+ *
+ * # Safety
+ * `config`, `limits` and `predictions` are each NULL or readable; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_new_with_predictions(const struct kvidx_config *config,
+                                             const struct kvidx_queue_limits *limits,
+                                             const struct kvidx_prediction_config *predictions,
+                                             struct kvidx_indexer **out);
+
+/**
+ * Credits `(worker_id, dp_rank)` with the chain of `num_hashes` local hashes (a request's
+ * blocks from its first) for `ttl_ns` nanoseconds from now on the indexer's clock: until
+ * then, or until events settle it, `kvidx_find_matches_predicted` counts these blocks for
+ * the worker; `kvidx_find_matches` never sees them. Blocks already predicted for the worker
+ * are refreshed. A STORED of the worker holding a predicted block confirms it (the
+ * prediction is dropped, the block is held); a REMOVED of it, a CLEARED of the worker and
+ * the worker's removal drop it. Applied before the call returns, even with event threads.
+ * Bounded by the settings' `max_bytes` and `worker_capacity` (least recently predicted
+ * dropped first). An empty chain or a zero TTL credits nothing.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `local_hashes` is readable for `num_hashes` entries.
+ */
+enum kvidx_status kvidx_predict(const struct kvidx_indexer *indexer,
+                                uint64_t worker_id,
+                                uint32_t dp_rank,
+                                const uint64_t *local_hashes,
+                                size_t num_hashes,
+                                uint64_t ttl_ns);
+
+/**
+ * Finds the workers holding or predicted to hold a prefix of the query, with both depths
+ * (`kvidx_predicted_match`): every worker of `kvidx_find_matches` with the same confirmed
+ * depth, and every worker predicted to hold the query's first block; ordered by predicted
+ * depth, deepest first, then confirmed depth, deepest first, then `worker_id`, then
+ * `dp_rank`. With no prediction held it costs what `kvidx_find_matches` costs.
+ *
+ * Buffers as `kvidx_find_matches`: on `KVIDX_OK`, `out[0 .. *out_len]` holds the matches;
+ * if more exist than `out_cap`, `KVIDX_ERR_BUFFER_TOO_SMALL` with the count needed in
+ * `*out_len` and `out` untouched.
+ *
+ * # Safety
+ * As `kvidx_find_matches`, with `out` writable for `out_cap` `kvidx_predicted_match` entries.
+ */
+enum kvidx_status kvidx_find_matches_predicted(const struct kvidx_indexer *indexer,
+                                               const uint64_t *local_hashes,
+                                               size_t num_hashes,
+                                               struct kvidx_predicted_match *out,
+                                               size_t out_cap,
+                                               size_t *out_len);
+
+/**
+ * Writes to `*out_ns` the time on the indexer's clock, in nanoseconds: since the indexer
+ * was created (monotonic) or as last set (manual).
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `out_ns` is NULL or writable.
+ */
+enum kvidx_status kvidx_now(const struct kvidx_indexer *indexer, uint64_t *out_ns);
+
+/**
+ * Sets a manual clock to `now_ns` nanoseconds. `KVIDX_ERR_INVALID_ARGUMENT` with the
+ * monotonic clock or for a time before the clock's current one (it never goes back).
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle.
+ */
+enum kvidx_status kvidx_set_time(const struct kvidx_indexer *indexer, uint64_t now_ns);
+
+/**
+ * Moves a manual clock forward by `by_ns` nanoseconds (saturating).
+ * `KVIDX_ERR_INVALID_ARGUMENT` with the monotonic clock.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle.
+ */
+enum kvidx_status kvidx_advance_time(const struct kvidx_indexer *indexer, uint64_t by_ns);
+
+/**
+ * Copies the state and counters of the indexer's predictions to `*out`.
+ *
+ * # Safety
+ * `indexer` is NULL or a live handle; `out` is NULL or writable.
+ */
+enum kvidx_status kvidx_get_prediction_stats(const struct kvidx_indexer *indexer,
+                                             struct kvidx_prediction_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -59,7 +59,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== test-replicas: go test -run TestReplicasOnJetStream (examples/go-router)"
 (cd examples/go-router &&
   KVIDX_REPLICA_E2E=1 KVIDX_REPLICA_RACE=1 KVIDX_REPLICA_WORKLOAD="$tmp/workload.jsonl" \
-    go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream|TestReplicaRefusesAStreamGap|TestReplicaFollowsItsOwnStreamOnly|TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne|TestSnapshotEnvelope|TestSnapshotNames|TestParseStreamHeaders' . \
+    go test -count=1 -v -timeout 170s -run 'TestReplicasOnJetStream|TestReplicasSharePredictions|TestReplicaRefusesAStreamGap|TestReplicaFollowsItsOwnStreamOnly|TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne|TestSnapshotEnvelope|TestSnapshotNames|TestParseStreamHeaders' . \
     >"$tmp/go-test.log" 2>&1) || true
 grep -E '^(--- |PASS|FAIL|ok )|replicas_test.go' "$tmp/go-test.log" | grep -vE '^\s+[0-9]{4}/[0-9]{2}/[0-9]{2} ' || true
 if ! grep -q '^--- PASS: TestReplicasOnJetStream' "$tmp/go-test.log"; then

@@ -6,9 +6,10 @@ use super::c_types::{
     kvidx_backend, kvidx_config, kvidx_event, kvidx_event_kind, kvidx_queue_limits,
     kvidx_replica_stats, kvidx_snapshot_info, kvidx_stats, kvidx_status, kvidx_tier,
 };
+use super::predictions::{kvidx_clock, kvidx_prediction_config};
 use kvidx_core::{
-    BackendKind, Block, Config, Error, Event, EventData, ReplicaStats, SnapshotInfo, Stats, Tier,
-    Worker,
+    BackendKind, Block, Clock, Config, Error, Event, EventData, PredictionConfig, ReplicaStats,
+    SnapshotInfo, Stats, Tier, Worker,
 };
 
 /// The status of a Rust API error.
@@ -35,13 +36,34 @@ pub(crate) const DEFAULT_LIMITS: kvidx_queue_limits = kvidx_queue_limits {
     queue_bytes: 0,
 };
 
+/// A size from C: one the library cannot represent is `KVIDX_ERR_INVALID_ARGUMENT`.
+fn size(v: u64) -> Result<usize, kvidx_status> {
+    usize::try_from(v).map_err(|_| kvidx_status::KVIDX_ERR_INVALID_ARGUMENT)
+}
+
+/// The Rust prediction settings of C ones: an unknown clock or an unrepresentable number is
+/// `KVIDX_ERR_INVALID_ARGUMENT`.
+pub(crate) fn prediction_config(
+    c: &kvidx_prediction_config,
+) -> Result<PredictionConfig, kvidx_status> {
+    let clock = match c.clock {
+        v if v == kvidx_clock::KVIDX_CLOCK_MONOTONIC as u32 => Clock::Monotonic,
+        v if v == kvidx_clock::KVIDX_CLOCK_MANUAL as u32 => Clock::Manual,
+        _ => return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT),
+    };
+    Ok(PredictionConfig {
+        max_bytes: size(c.max_bytes)?,
+        worker_capacity: size(c.worker_capacity)?,
+        clock,
+    })
+}
+
 /// The Rust configuration of a C one, validated (`Config::validate`): an unknown backend or
 /// any number out of range is `KVIDX_ERR_INVALID_ARGUMENT`.
 pub(crate) fn config(
     c: &kvidx_config,
     limits: &kvidx_queue_limits,
 ) -> Result<Config, kvidx_status> {
-    let size = |v: u64| usize::try_from(v).map_err(|_| kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
     let backend = match c.backend {
         b if b == kvidx_backend::KVIDX_BACKEND_POSITIONAL as u32 => BackendKind::Positional,
         b if b == kvidx_backend::KVIDX_BACKEND_RADIX as u32 => BackendKind::Radix,
@@ -54,6 +76,7 @@ pub(crate) fn config(
         jump_size: size(c.jump_size.into())?,
         queue_capacity: size(limits.queue_capacity)?,
         queue_bytes: size(limits.queue_bytes)?,
+        predictions: PredictionConfig::default(),
     };
     config.validate().map_err(status_of)?;
     Ok(config)

@@ -42,6 +42,7 @@ mod feed_start;
 mod hash_check;
 
 mod llmd;
+mod predictions;
 
 mod args;
 mod c_convert;
@@ -82,6 +83,12 @@ pub const KVIDX_HAS_HASH_CHECK: u32 = 1;
 /// them: `kvidx_llmd_request_keys` and `kvidx_engine_feed_set_llmd_keys` (additions to ABI
 /// v1).
 pub const KVIDX_HAS_LLMD_KEYS: u32 = 1;
+/// Defined (1) when the library keeps predicted blocks: `kvidx_clock`,
+/// `kvidx_prediction_config` with `kvidx_prediction_config_default` and
+/// `kvidx_new_with_predictions`, `kvidx_predict`, `kvidx_predicted_match` with
+/// `kvidx_find_matches_predicted`, `kvidx_now`, `kvidx_set_time`, `kvidx_advance_time`, and
+/// `kvidx_prediction_stats` with `kvidx_get_prediction_stats` (additions to ABI v1).
+pub const KVIDX_HAS_PREDICTIONS: u32 = 1;
 
 pub use c_types::{
     kvidx_backend, kvidx_block, kvidx_config, kvidx_engine_feed, kvidx_engine_format, kvidx_event,
@@ -117,6 +124,12 @@ pub use lifecycle::{
     kvidx_queue_limits_default,
 };
 pub use llmd::{kvidx_engine_feed_set_llmd_keys, kvidx_llmd_request_keys};
+pub use predictions::{
+    kvidx_advance_time, kvidx_clock, kvidx_find_matches_predicted, kvidx_get_prediction_stats,
+    kvidx_new_with_predictions, kvidx_now, kvidx_predict, kvidx_predicted_match,
+    kvidx_prediction_config, kvidx_prediction_config_default, kvidx_prediction_stats,
+    kvidx_set_time,
+};
 pub use queries::{kvidx_find_matches, kvidx_get_stats};
 pub use replica::{kvidx_apply_events_at, kvidx_get_replica_stats, kvidx_watermark};
 pub use snapshots::{

@@ -5,7 +5,7 @@ use super::boundary::export;
 use super::c_convert;
 use super::c_types::{kvidx_config, kvidx_indexer, kvidx_queue_limits, kvidx_status};
 use super::handle;
-use kvidx_core::Indexer;
+use kvidx_core::{Indexer, PredictionConfig};
 
 /// Returns the default configuration: positional backend, 1 event thread, default jump size.
 #[no_mangle]
@@ -31,7 +31,7 @@ pub unsafe extern "C" fn kvidx_new(
 ) -> kvidx_status {
     export!(status, {
         // SAFETY: the caller guarantees what `new_indexer` needs (see `# Safety`).
-        unsafe { new_indexer(config, std::ptr::null(), out) }
+        unsafe { new_indexer(config, std::ptr::null(), PredictionConfig::default(), out) }
     })
 }
 
@@ -61,18 +61,19 @@ pub unsafe extern "C" fn kvidx_new_with_limits(
 ) -> kvidx_status {
     export!(status, {
         // SAFETY: the caller guarantees what `new_indexer` needs (see `# Safety`).
-        unsafe { new_indexer(config, limits, out) }
+        unsafe { new_indexer(config, limits, PredictionConfig::default(), out) }
     })
 }
 
-/// The body of `kvidx_new` and `kvidx_new_with_limits`: validates everything, then creates the
-/// handle.
+/// The body of `kvidx_new`, `kvidx_new_with_limits` and `kvidx_new_with_predictions`:
+/// validates everything, then creates the handle.
 ///
 /// # Safety
 /// `config` and `limits` are each NULL or readable; `out` is NULL or writable.
-unsafe fn new_indexer(
+pub(crate) unsafe fn new_indexer(
     config: *const kvidx_config,
     limits: *const kvidx_queue_limits,
+    predictions: PredictionConfig,
     out: *mut *mut kvidx_indexer,
 ) -> Result<(), kvidx_status> {
     args::required(out)?;
@@ -80,7 +81,8 @@ unsafe fn new_indexer(
     let settings = unsafe { args::optional(config) }?.unwrap_or(c_convert::DEFAULT_CONFIG);
     // SAFETY: the caller guarantees `limits` is NULL or readable.
     let limits = unsafe { args::optional(limits) }?.unwrap_or(c_convert::DEFAULT_LIMITS);
-    let config = c_convert::config(&settings, &limits)?;
+    let mut config = c_convert::config(&settings, &limits)?;
+    config.predictions = predictions;
     let indexer = Indexer::new(config).map_err(c_convert::status_of)?;
     // SAFETY: `out` is non-NULL and aligned (checked); the caller guarantees it is writable.
     unsafe { handle::create(indexer, out) };

@@ -61,13 +61,13 @@ unsafe fn write_answer<T, C>(
     Ok(())
 }
 
-/// The body of both find functions: checks the arguments, runs `find` into this thread's
+/// The body of every find function: checks the arguments, runs `find` into this thread's
 /// scratch vector `key` and copies the answer out ([`write_answer`]).
 ///
 /// # Safety
 /// `C` has `T`'s layout; `local_hashes` is readable for `num_hashes` entries; `out` is
 /// writable for `out_cap` entries; `out_len` is NULL or writable.
-unsafe fn find_answer<T: 'static, C>(
+pub(crate) unsafe fn find_answer<T: 'static, C>(
     key: &'static LocalKey<RefCell<Vec<T>>>,
     local_hashes: *const u64,
     num_hashes: usize,

@@ -24,7 +24,18 @@ func New(cfg Config) (*Indexer, error) {
 	}
 	c := cConfig{backend: uint32(cfg.Backend), eventThreads: cfg.EventThreads, jumpSize: cfg.JumpSize}
 	l := cQueueLimits{queueCapacity: cfg.QueueCapacity, queueBytes: cfg.QueueBytes}
-	h, st := libNew(&c, &l)
+	var h handle
+	var st Status
+	if cfg.Predictions == (PredictionConfig{}) {
+		h, st = libNew(&c, &l)
+	} else {
+		if !libHasPredictions() {
+			return nil, noPredictionsError("New")
+		}
+		p := cPredictionConfig{maxBytes: cfg.Predictions.MaxBytes,
+			workerCapacity: cfg.Predictions.WorkerCapacity, clock: uint32(cfg.Predictions.Clock)}
+		h, st = libNewWithPredictions(&c, &l, &p)
+	}
 	if err := check("New", st); err != nil {
 		return nil, err
 	}
@@ -154,7 +165,7 @@ func (ix *Indexer) FindMatchesInto(localHashes []uint64, dst []Match) ([]Match, 
 // calling again while the answer does not fit (events applied meanwhile may change its
 // size). The caller is inside ix.enter and has checked the handle. On error dst is returned
 // unchanged.
-func findInto[M Match | TieredMatch](h handle, op string, localHashes []uint64, dst []M,
+func findInto[M Match | TieredMatch | PredictedMatch](h handle, op string, localHashes []uint64, dst []M,
 	find func(h handle, q *uint64, n int, out *M, outCap int) (Status, int)) ([]M, error) {
 	var q *uint64
 	if len(localHashes) > 0 {
@@ -179,7 +190,7 @@ func findInto[M Match | TieredMatch](h handle, op string, localHashes []uint64, 
 }
 
 // growMatches returns dst with room for at least extra more matches.
-func growMatches[M Match | TieredMatch](dst []M, extra int) []M {
+func growMatches[M Match | TieredMatch | PredictedMatch](dst []M, extra int) []M {
 	out := make([]M, len(dst), len(dst)+extra+extra/4)
 	copy(out, dst)
 	return out

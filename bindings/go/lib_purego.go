@@ -49,6 +49,8 @@ var lib struct {
 	feedNextSeq, feedStartStats                                                 uintptr
 	feedSetHashCheck, feedClearHashCheck, feedHashCheckStats                    uintptr
 	feedHashCheckTotals, llmdRequestKeys, feedSetLlmdKeys                       uintptr
+	newWithPredictions, predict, findMatchesPredicted, now, setTime             uintptr
+	advanceTime, getPredictionStats                                             uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -157,6 +159,15 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_engine_feed_hash_check_totals", &lib.feedHashCheckTotals},
 		{"kvidx_llmd_request_keys", &lib.llmdRequestKeys},
 		{"kvidx_engine_feed_set_llmd_keys", &lib.feedSetLlmdKeys},
+		// KVIDX_HAS_PREDICTIONS: without them the methods fail with ErrLibraryUnavailable
+		// (see libHasPredictions).
+		{"kvidx_new_with_predictions", &lib.newWithPredictions},
+		{"kvidx_predict", &lib.predict},
+		{"kvidx_find_matches_predicted", &lib.findMatchesPredicted},
+		{"kvidx_now", &lib.now},
+		{"kvidx_set_time", &lib.setTime},
+		{"kvidx_advance_time", &lib.advanceTime},
+		{"kvidx_get_prediction_stats", &lib.getPredictionStats},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0

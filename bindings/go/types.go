@@ -57,6 +57,9 @@ type Config struct {
 	// budget is still accepted on its own. A value the library cannot accept makes [New] fail
 	// with [ErrInvalidArgument].
 	QueueBytes uint64
+	// Predictions says how the indexer keeps predicted blocks ([Indexer.Predict]); the zero
+	// value is the library's defaults (64 MiB, no per-worker bound, the monotonic clock).
+	Predictions PredictionConfig
 }
 
 // DefaultConfig returns the library's defaults: positional backend, one event thread, the

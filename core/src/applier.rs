@@ -7,6 +7,7 @@ use crate::index::Backend;
 use crate::model::{
     BatchOutcome, Event, EventData, Outcome, RejectReason, ReplicaStats, Stats, Worker, Write,
 };
+use crate::predictions::Predictions;
 
 /// Consecutive events of one worker applied as one change at most ([`Applier::apply_run`]):
 /// one lock of the worker and one change of its slot for several events, while a reader that
@@ -73,6 +74,7 @@ impl Tally {
 /// A backend plus the counters that every way of applying writes shares.
 pub(crate) struct Applier {
     backend: Box<dyn Backend>,
+    predictions: Predictions,
     events_applied: AtomicU64,
     events_rejected: AtomicU64,
     unknown_removals: AtomicU64,
@@ -82,9 +84,10 @@ pub(crate) struct Applier {
 }
 
 impl Applier {
-    pub(crate) fn new(backend: Box<dyn Backend>) -> Self {
+    pub(crate) fn new(backend: Box<dyn Backend>, predictions: Predictions) -> Self {
         Self {
             backend,
+            predictions,
             events_applied: AtomicU64::new(0),
             events_rejected: AtomicU64::new(0),
             unknown_removals: AtomicU64::new(0),
@@ -98,18 +101,25 @@ impl Applier {
         &*self.backend
     }
 
+    /// The predicted blocks kept beside the index.
+    pub(crate) fn predictions(&self) -> &Predictions {
+        &self.predictions
+    }
+
     /// Applies one write; events are counted by their outcome (worker removals always apply).
     pub(crate) fn apply(&self, write: &Write) -> Outcome {
         let event = match write {
             Write::Event(event) => event,
             Write::RemoveWorker(worker_id) => {
                 self.backend.remove_worker(*worker_id);
+                self.predictions.drop_worker_id(*worker_id);
                 return Outcome::Applied {
                     unknown_removals: 0,
                 };
             }
             Write::RemoveWorkerDpRank(worker) => {
                 self.backend.remove_worker_dp_rank(*worker);
+                self.predictions.drop_worker(*worker);
                 return Outcome::Applied {
                     unknown_removals: 0,
                 };
@@ -132,7 +142,15 @@ impl Applier {
                 };
             }
         };
+        let events = std::slice::from_ref(&event.data);
+        let pending = self
+            .predictions
+            .before_events(self.backend(), event.worker, events);
         let outcome = self.backend.apply(event.worker, &event.data);
+        if let Some(pending) = pending {
+            self.predictions
+                .after_events(self.backend(), event.worker, events, pending);
+        }
         self.count(outcome);
         outcome
     }
@@ -181,6 +199,9 @@ impl Applier {
     ) -> (bool, u64, Option<RejectReason>) {
         let mut tally = Tally::default();
         let mut first = None;
+        let pending = self
+            .predictions
+            .before_events(self.backend(), worker, events);
         let applied = self
             .backend
             .apply_batch(worker, offset, events, &mut |outcome| {
@@ -190,6 +211,10 @@ impl Applier {
                 tally.add(outcome);
             });
         self.add(tally);
+        if let Some(pending) = pending.filter(|_| applied) {
+            self.predictions
+                .after_events(self.backend(), worker, events, pending);
+        }
         (applied, tally.rejected, first)
     }
 

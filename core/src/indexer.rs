@@ -1,11 +1,16 @@
 //! [`Indexer`]: the front door of the crate. Reads run inline, writes go through the pool.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::applier::Applier;
 use crate::index::{Backend, BackendKind};
-use crate::model::{BatchOutcome, Event, Match, ReplicaStats, Stats, TieredMatch, Worker, Write};
+use crate::model::{
+    BatchOutcome, Event, Match, PredictedMatch, ReplicaStats, Stats, TieredMatch, Worker, Write,
+};
+use crate::predictions::{PredictionConfig, PredictionStats, Predictions};
 use crate::reference::ReferenceIndex;
+use crate::scratch::with_scratch;
 use crate::snapshot::{self, SnapshotInfo};
 use crate::writer::Writer;
 use crate::Error;
@@ -42,6 +47,10 @@ pub struct Config {
     /// senders block; 0 means [`DEFAULT_QUEUE_BYTES`]. An event larger than the budget is
     /// still accepted, alone in an otherwise empty queue.
     pub queue_bytes: usize,
+    /// Predicted blocks ([`Indexer::predict`]): their byte bound, per-worker capacity and
+    /// clock. The default: [`crate::DEFAULT_PREDICTION_BYTES`], no per-worker bound, the
+    /// system's monotonic clock.
+    pub predictions: PredictionConfig,
 }
 
 impl Config {
@@ -68,8 +77,13 @@ impl Default for Config {
             jump_size: 0,
             queue_capacity: 0,
             queue_bytes: 0,
+            predictions: PredictionConfig::default(),
         }
     }
+}
+
+thread_local! {
+    static CONFIRMED: std::cell::RefCell<Vec<Match>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Refuses offset 0: batch offsets start at 1 (a watermark of 0 means none).
@@ -141,7 +155,8 @@ impl Indexer {
         } else {
             config.queue_bytes
         };
-        let applier = Arc::new(Applier::new(backend));
+        let predictions = Predictions::new(config.predictions);
+        let applier = Arc::new(Applier::new(backend, predictions));
         let writer = Writer::start(&applier, config.event_threads, capacity, budget)?;
         Ok(Self {
             writer,
@@ -229,6 +244,78 @@ impl Indexer {
         self.applier
             .backend()
             .find_matches_tiered_into(local_hashes, out);
+    }
+
+    /// Credits `worker` with the chain of `local_hashes` (a request's blocks from its first)
+    /// for `ttl` from now on the indexer's clock: until then, or until events settle it,
+    /// [`Indexer::find_matches_predicted`] counts these blocks for the worker (contract,
+    /// "Predicted depth"). [`Indexer::find_matches`] never sees predictions.
+    ///
+    /// Predicting blocks already predicted for the worker refreshes them (new expiry, most
+    /// recently predicted). A Stored of the worker holding a predicted block confirms it (the
+    /// prediction is dropped; the block is held); a Removed of it, a Cleared of the worker
+    /// and the worker's removal drop it. Applied at once on the caller's thread, even with
+    /// event threads (so an event accepted earlier but still queued settles it when
+    /// applied). Bounded by [`PredictionConfig::max_bytes`] (least recently predicted
+    /// blocks dropped first; a chain's deepest blocks before its first) and
+    /// [`PredictionConfig::worker_capacity`]. An empty chain or a zero `ttl` credits
+    /// nothing. Never fails today; the `Result` leaves room for refusals.
+    pub fn predict(
+        &self,
+        worker: Worker,
+        local_hashes: &[u64],
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        self.applier
+            .predictions()
+            .predict(worker, local_hashes, ttl);
+        Ok(())
+    }
+
+    /// The workers holding or predicted to hold a prefix of the query, with both depths
+    /// ([`PredictedMatch`]): every worker of [`Indexer::find_matches`] with the same
+    /// (confirmed) depth, and every worker predicted to hold the query's first block;
+    /// ordered by predicted depth, deepest first, then by confirmed depth, deepest first,
+    /// then by worker id and dp rank.
+    ///
+    /// With no prediction held, this costs what `find_matches` costs.
+    pub fn find_matches_predicted(&self, local_hashes: &[u64]) -> Vec<PredictedMatch> {
+        let mut out = Vec::new();
+        self.find_matches_predicted_into(local_hashes, &mut out);
+        out
+    }
+
+    /// Like [`Indexer::find_matches_predicted`], writing into `out` (cleared first).
+    pub fn find_matches_predicted_into(&self, local_hashes: &[u64], out: &mut Vec<PredictedMatch>) {
+        with_scratch(&CONFIRMED, |confirmed: &mut Vec<Match>| {
+            self.find_matches_into(local_hashes, confirmed);
+            self.applier
+                .predictions()
+                .answer(local_hashes, confirmed, out);
+        });
+    }
+
+    /// The state and counters of the indexer's predictions.
+    pub fn prediction_stats(&self) -> PredictionStats {
+        self.applier.predictions().stats()
+    }
+
+    /// The time on the indexer's clock ([`PredictionConfig::clock`]): since the indexer was
+    /// built (monotonic), or as last set (manual).
+    pub fn now(&self) -> Duration {
+        Duration::from_nanos(self.applier.predictions().clock().now_nanos())
+    }
+
+    /// Sets a manual clock to `now`. [`Error::InvalidArgument`] with the monotonic clock or
+    /// for a time before the clock's current one (a manual clock never goes back).
+    pub fn set_time(&self, now: Duration) -> Result<(), Error> {
+        self.applier.predictions().clock().set(now)
+    }
+
+    /// Moves a manual clock forward by `by` (saturating). [`Error::InvalidArgument`] with
+    /// the monotonic clock.
+    pub fn advance_time(&self, by: Duration) -> Result<(), Error> {
+        self.applier.predictions().clock().advance(by)
     }
 
     /// The counters of the contract. In pooled mode, call [`Indexer::flush`] first for

@@ -37,6 +37,7 @@ mod indexer;
 pub mod llmd;
 pub mod model;
 mod pool;
+pub mod predictions;
 pub use index::reference;
 pub mod scratch;
 pub mod snapshot;
@@ -50,9 +51,10 @@ pub use indexer::{
     MAX_EVENT_THREADS, MAX_JUMP_SIZE, MAX_QUEUE_CAPACITY,
 };
 pub use model::{
-    BatchOutcome, Block, Event, EventData, Match, Outcome, RejectReason, ReplicaStats, Stats, Tier,
-    TieredMatch, Worker, Write, TIERS,
+    BatchOutcome, Block, Event, EventData, Match, Outcome, PredictedMatch, RejectReason,
+    ReplicaStats, Stats, Tier, TieredMatch, Worker, Write, TIERS,
 };
+pub use predictions::{Clock, PredictionConfig, PredictionStats, DEFAULT_PREDICTION_BYTES};
 pub use snapshot::SnapshotInfo;
 
 /// Why an indexer call failed.

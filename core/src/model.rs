@@ -312,6 +312,33 @@ impl Match {
     }
 }
 
+/// One worker's answer to a predicted query ([`crate::Indexer::find_matches_predicted`]):
+/// its confirmed depth, exactly as [`crate::Indexer::find_matches`] reports it (0 when it
+/// holds no prefix), and its predicted depth: the longest prefix of the query whose every
+/// block it either holds within its confirmed depth or is predicted to hold (unexpired), so
+/// `predicted_depth >= depth` and `predicted_depth > 0`.
+///
+/// Laid out exactly like the C ABI's `kvidx_predicted_match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C)]
+pub struct PredictedMatch {
+    /// The worker's engine instance.
+    pub worker_id: u64,
+    /// The worker's data-parallel rank.
+    pub dp_rank: u32,
+    /// Confirmed depth: the longest prefix of the query the worker holds, by events.
+    pub depth: u32,
+    /// Predicted depth: at least `depth`, extended by the worker's predicted blocks.
+    pub predicted_depth: u32,
+}
+
+impl PredictedMatch {
+    /// The worker this match is about.
+    pub const fn worker(&self) -> Worker {
+        Worker::new(self.worker_id, self.dp_rank)
+    }
+}
+
 /// One worker's answer to a tiered query: its depth, and its depth on each tier.
 ///
 /// `tier_depths[t]` is the longest prefix of the query whose every block the worker holds on

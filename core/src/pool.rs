@@ -507,6 +507,11 @@ mod tests {
     use super::*;
     use crate::index::Backend;
     use crate::model::{Block, Event, EventData, Match, Outcome, Worker};
+    use crate::predictions::Predictions;
+
+    fn test_predictions() -> Predictions {
+        Predictions::new(Default::default())
+    }
 
     /// A backend with a bug: it panics on every Cleared event, and it can be held still.
     #[derive(Default)]
@@ -544,7 +549,10 @@ mod tests {
 
     #[test]
     fn a_panic_on_an_event_thread_shuts_the_pool_down_without_hanging() {
-        let applier = Arc::new(Applier::new(Box::new(Scripted::default())));
+        let applier = Arc::new(Applier::new(
+            Box::new(Scripted::default()),
+            test_predictions(),
+        ));
         let pool = EventPool::start(Arc::clone(&applier), 2, 1, 1 << 20).unwrap();
         let w = Worker::new(3, 0);
         pool.submit(Write::Event(Event::removed(w, 0, vec![])))
@@ -574,7 +582,7 @@ mod tests {
         let backend = Scripted::default();
         let gate = Arc::clone(&backend.gate);
         let closed = gate.write(); // the event thread blocks in its first apply
-        let applier = Arc::new(Applier::new(Box::new(backend)));
+        let applier = Arc::new(Applier::new(Box::new(backend), test_predictions()));
         let w = Worker::new(1, 0);
         let one = event(w, 100).queued_bytes();
         let pool = Arc::new(EventPool::start(Arc::clone(&applier), 1, 1000, 3 * one).unwrap());

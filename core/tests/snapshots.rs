@@ -38,6 +38,7 @@ fn config(backend: BackendKind, event_threads: usize, jump_size: usize) -> Confi
         jump_size,
         queue_capacity: 4,
         queue_bytes: 0,
+        ..Config::default()
     }
 }
 

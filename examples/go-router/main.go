@@ -55,6 +55,8 @@ type options struct {
 	nats natsOptions
 	// zmq is --zmq mode: events come from the engines' ZMQ publishers directly.
 	zmq zmqOptions
+	// predictions are the prediction settings (-predict-ttl, -event-free, ...).
+	predictions predictionOptions
 }
 
 // timeouts are the HTTP server's: a request's header must arrive within readHeader and the
@@ -170,12 +172,18 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.DurationVar(&o.timeouts.write, "write-timeout", o.timeouts.write, "time to handle a request and write its response")
 	fs.DurationVar(&o.timeouts.idle, "idle-timeout", o.timeouts.idle, "time a kept-alive connection may wait for its next request")
 	fs.TextVar(&o.logLevel, "log-level", o.logLevel, "lowest level logged on stderr: debug (every request: method, path, status, duration), info (start, replica progress, errors), warn or error")
+	fs.DurationVar(&o.predictions.ttl, "predict-ttl", 0, "record each route's blocks as predicted for its worker for this long, scoring workers by the larger of their confirmed and predicted depth (0: off; with -event-free the default is "+defaultEventFreeTTL.String()+")")
+	fs.BoolVar(&o.predictions.eventFree, "event-free", false, "event-free mode: no engine events (POST /events answers 409); the index is fed by routing decisions only (predictions, -predict-ttl), among the workers of -worker-ids")
+	fs.StringVar(&o.predictions.workerIDs, "worker-ids", "", "-event-free: the routing candidates, comma-separated ids, each optionally id:rank (rank 0 by default)")
+	fs.Uint64Var(&o.predictions.workerCapacity, "predict-worker-capacity", 0, "predicted blocks each worker may hold (least recently predicted dropped first): in -event-free mode, about its engine's cache in blocks (0: no bound)")
+	fs.Uint64Var(&o.predictions.maxBytes, "predict-max-bytes", 0, "bytes all predictions may take (least recently predicted dropped first; 0: the library's default, 64 MiB)")
 	fs.StringVar(&o.nats.url, "nats", "", "NATS URL (e.g. nats://127.0.0.1:4222): consume engine batches from the KVIDX_EVENTS JetStream stream, snapshot to the KVIDX_SNAPSHOTS object store, POST /events off")
 	fs.Uint64Var(&o.nats.snapshotMsgs, "snapshot-msgs", o.nats.snapshotMsgs, "--nats: save a snapshot after this many stream messages")
 	fs.DurationVar(&o.nats.snapshotEvery, "snapshot-every", o.nats.snapshotEvery, "--nats: save a snapshot at least this often while messages arrive")
 	fs.IntVar(&o.nats.snapshotKeep, "snapshot-keep", o.nats.snapshotKeep, "--nats: newest snapshots kept in the bucket")
 	fs.BoolVar(&o.nats.saveSnapshots, "save-snapshots", o.nats.saveSnapshots, "--nats: save snapshots (false: only load them)")
 	fs.BoolVar(&o.nats.serveBehind, "serve-while-behind", false, "--nats: answer /route before the replica has caught up with the stream (from a partial index; answers carry Kvidx-Replica-Behind)")
+	fs.BoolVar(&o.nats.shareRoutes, "share-routes", o.nats.shareRoutes, "--nats: announce each route and each DELETE on the NATS subject "+routeSubject+" and count the other replicas' routes as load, so that the replicas' load views agree")
 	fs.BoolVar(&o.nats.allowGap, "allow-stream-gap", false, "--nats: start even when the stream no longer holds every message after the newest usable snapshot (those batches are missed)")
 	fs.Func("zmq", "`URL=WORKER[:RANK][,replay=URL]` (repeatable): subscribe to an engine's ZMQ KV-event publisher at URL (tcp://HOST:PORT or ipc://PATH; one per DP rank) for worker WORKER, rank RANK (default 0), filling gaps from its ROUTER replay socket; POST /events off", func(s string) error {
 		src, err := zmqfeed.ParseSource(s)
@@ -283,16 +291,26 @@ func buildServer(o options) (*http.Server, *kvidx.Indexer, *server, error) {
 	if t.readHeader <= 0 || t.read <= 0 || t.write <= 0 || t.idle <= 0 {
 		return nil, nil, nil, errors.New("every timeout must be positive")
 	}
+	p, err := o.predictions.resolve(o.nats.url != "" || len(o.zmq.sources) > 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Predictions = kvidx.PredictionConfig{MaxBytes: p.maxBytes, WorkerCapacity: p.workerCapacity}
 	ix, err := kvidx.New(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	r, err := NewTieredRouter(ix, o.loadWeight, o.tierWeights, o.limits)
+	if err == nil {
+		_, err = r.Register(p.workers)
+	}
 	if err != nil {
 		_ = ix.Close()
 		return nil, nil, nil, err
 	}
+	r.PredictRoutes(p.ttl)
 	api := newAPI(r, ix, uint32(o.blockSize), o.maxBody, o.maxInflight, unknownMedium)
+	api.eventFree = p.eventFree
 	srv := &http.Server{
 		Handler:           api.handler(),
 		ReadHeaderTimeout: t.readHeader,

@@ -84,4 +84,15 @@ func (m *metrics) write(w io.Writer, s kvidx.Stats, r *Router, b *byteBudget) {
 	gauge("router_inflight_bytes_limit", "The bound on request bytes held at once (-max-inflight-bytes).", uint64(b.limit))
 	counter("router_overloaded_requests_total", "Requests refused with status 503 because the in-flight byte bound was reached.", b.refused.Load())
 	m.routeLatency.write(w, "router_route_latency_seconds", "Time to pick a worker for a request.")
+	if r.predictTTL > 0 {
+		if ps, err := r.ix.PredictionStats(); err == nil {
+			gauge("kvidx_predicted_blocks", "Predicted blocks held (one per worker and block), expired ones not yet dropped included.", ps.Blocks)
+			gauge("kvidx_prediction_bytes", "Bytes the predictions take.", ps.Bytes)
+			counter("kvidx_predictions_confirmed_total", "Predicted blocks confirmed by a Stored event.", ps.Confirmed)
+			counter("kvidx_predictions_expired_total", "Expired predicted blocks dropped.", ps.Expired)
+			counter("kvidx_predictions_dropped_total", "Predicted blocks dropped for the byte bound, a worker's capacity, or by events.",
+				ps.DroppedForBytes+ps.DroppedForCapacity+ps.DroppedByEvents)
+		}
+		counter("router_predict_failures_total", "Routes whose prediction the library refused.", r.predictFailures.Load())
+	}
 }

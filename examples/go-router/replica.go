@@ -54,12 +54,15 @@ type natsOptions struct {
 	allowGap bool
 	// hashCheck turns the engine feeds' hash check on (-hash-check, -hash-seed).
 	hashCheck hashCheckOptions
+	// shareRoutes announces each route and each DELETE on routeSubject and counts the other
+	// replicas' routes as load (routeshare.go).
+	shareRoutes bool
 }
 
 // defaultNATSOptions are the command-line defaults of --nats mode.
 func defaultNATSOptions() natsOptions {
 	return natsOptions{snapshotMsgs: 10000, snapshotEvery: 30 * time.Second, snapshotKeep: 3, saveSnapshots: true,
-		hashCheck: hashCheckOptions{seed: kvidx.VllmDefaultSeed}}
+		shareRoutes: true, hashCheck: hashCheckOptions{seed: kvidx.VllmDefaultSeed}}
 }
 
 // replica feeds the router's index from the KVIDX_EVENTS stream, exactly once per message:
@@ -108,6 +111,8 @@ type replica struct {
 	caughtUp    *catchUpReport
 
 	cc jetstream.ConsumeContext
+	// share is the route sharing with the other replicas (nil with -share-routes=false).
+	share *routeShare
 }
 
 // bootReport says how a replica started.
@@ -223,6 +228,11 @@ func startReplica(ctx context.Context, o natsOptions, ix *kvidx.Indexer, router 
 	r.streamCreated = r.stream.CachedInfo().Created.UnixNano()
 	if r.store, err = ensureBucket(ctx, js); err != nil {
 		return fail(err)
+	}
+	if o.shareRoutes {
+		if r.share, err = startRouteShare(nc, router); err != nil {
+			return fail(err)
+		}
 	}
 	if err := r.bootstrap(ctx); err != nil {
 		return fail(err)
@@ -651,6 +661,9 @@ func (r *replica) close() {
 	if r.cc != nil {
 		r.cc.Stop()
 	}
+	if r.share != nil {
+		r.share.stop()
+	}
 	r.nc.Close()
 	r.resetFeeds()
 }
@@ -769,4 +782,11 @@ func (r *replica) writeMetrics(w io.Writer) {
 	counter("router_snapshot_restore_failures_total", "Snapshots refused at start-up (then an older one was tried).", uint64(len(rep.Boot.Failed)))
 	gauge("router_bootstrap_seconds", "Time to load the start-up snapshot (0 without one).", rep.Boot.BootstrapMs/1e3)
 	r.writeHashCheckMetrics(w)
+	if r.share != nil {
+		l := r.share.report()
+		counter("router_shared_published_total", "Routes and dones this replica announced on "+routeSubject+".", l.Published)
+		counter("router_shared_routes_total", "Other replicas' routes received on "+routeSubject+".", l.Routes)
+		counter("router_shared_dones_total", "Other replicas' dones received on "+routeSubject+".", l.Dones)
+		gauge("router_shared_remote_in_flight", "Other replicas' routes counted in flight here.", float64(r.router.RemoteInFlight()))
+	}
 }

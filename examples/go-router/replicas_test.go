@@ -421,8 +421,30 @@ func (p *routerProc) report() replicaReport {
 	return r
 }
 
-// route posts one query and returns the decision.
+// route posts one query, ends the routed request (DELETE) and returns the decision.
 func (p *routerProc) route(q []uint64) Decision {
+	p.t.Helper()
+	d := p.routeKeep(q)
+	p.done(d.RequestID)
+	return d
+}
+
+// done ends a routed request (DELETE /requests/{id}), which must be in flight.
+func (p *routerProc) done(id uint64) {
+	p.t.Helper()
+	req, _ := http.NewRequest("DELETE", fmt.Sprintf("http://%s/requests/%d", p.addr, id), nil)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s: DELETE: %v", p.name, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		p.t.Fatalf("%s: DELETE /requests/%d: %d", p.name, id, resp.StatusCode)
+	}
+}
+
+// routeKeep posts one query and returns the decision; the request stays in flight.
+func (p *routerProc) routeKeep(q []uint64) Decision {
 	p.t.Helper()
 	body, _ := json.Marshal(routeRequest{LocalHashes: q})
 	resp, err := p.client.Post("http://"+p.addr+"/route", "application/json", bytes.NewReader(body))
@@ -438,11 +460,101 @@ func (p *routerProc) route(q []uint64) Decision {
 	if err := json.Unmarshal(out, &d); err != nil {
 		p.t.Fatal(err)
 	}
-	req, _ := http.NewRequest("DELETE", fmt.Sprintf("http://%s/requests/%d", p.addr, d.RequestID), nil)
-	if resp, err := p.client.Do(req); err == nil {
-		resp.Body.Close()
-	}
 	return d
+}
+
+// shareWatch follows the route sharing of a set of replicas (routeshare.go): it counts the
+// messages each one announced since the watch began and waits until every other one has
+// received them, so that the next route is made with the load views agreeing.
+type shareWatch struct {
+	t     *testing.T
+	procs []*routerProc
+	// heard is each replica's count of the others' routes and dones when the watch began.
+	heard []uint64
+	// sent is each replica's announcements since the watch began.
+	sent []uint64
+}
+
+func newShareWatch(t *testing.T, procs ...*routerProc) *shareWatch {
+	t.Helper()
+	w := &shareWatch{t: t, procs: procs, heard: make([]uint64, len(procs)), sent: make([]uint64, len(procs))}
+	for i, p := range procs {
+		w.heard[i] = p.heard()
+	}
+	return w
+}
+
+// load returns GET /load.
+func (p *routerProc) load() loadReport {
+	p.t.Helper()
+	resp, err := p.client.Get("http://" + p.addr + "/load")
+	if err != nil {
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+	defer resp.Body.Close()
+	var r loadReport
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		p.t.Fatalf("%s: /load: %v", p.name, err)
+	}
+	return r
+}
+
+// heard is a replica's count of the other replicas' routes and dones received.
+func (p *routerProc) heard() uint64 {
+	p.t.Helper()
+	r := p.load()
+	if r.Sharing == nil {
+		p.t.Fatalf("%s: no sharing in /load: route sharing is off", p.name)
+	}
+	return r.Sharing.Routes + r.Sharing.Dones
+}
+
+// route routes q on replica i, ends the request (DELETE) and waits until the others heard
+// of both.
+func (w *shareWatch) route(i int, q []uint64) Decision {
+	w.t.Helper()
+	d := w.procs[i].route(q)
+	w.sent[i] += 2
+	w.settle()
+	return d
+}
+
+// routeKeep routes q on replica i, keeps the request in flight and waits until the others
+// heard of it.
+func (w *shareWatch) routeKeep(i int, q []uint64) Decision {
+	w.t.Helper()
+	d := w.procs[i].routeKeep(q)
+	w.sent[i]++
+	w.settle()
+	return d
+}
+
+// done ends a request routed on replica i and waits until the others heard of it.
+func (w *shareWatch) done(i int, id uint64) {
+	w.t.Helper()
+	w.procs[i].done(id)
+	w.sent[i]++
+	w.settle()
+}
+
+// settle waits until every replica received every announcement the others made since the
+// watch began (and fails the test after 10 s).
+func (w *shareWatch) settle() {
+	w.t.Helper()
+	var total uint64
+	for _, n := range w.sent {
+		total += n
+	}
+	for i, p := range w.procs {
+		want := w.heard[i] + total - w.sent[i]
+		var got uint64
+		if !pollUntil(10*time.Second, time.Millisecond, func() bool { got = p.heard(); return got >= want }) {
+			w.t.Fatalf("%s heard %d routes and dones of the other replicas, want %d", p.name, got, want)
+		}
+		if got != want {
+			w.t.Fatalf("%s heard %d routes and dones of the other replicas, want exactly %d", p.name, got, want)
+		}
+	}
 }
 
 // pollUntil calls done every interval until it returns true (then true) or timeout has
@@ -593,16 +705,15 @@ func (e *e2eEnv) checkAccounting(p *routerProc, r replicaReport) {
 	}
 }
 
-// checkAnswers routes every query on every replica and on a reference router over a plain
-// kvidx indexer fed the same events, each routed request done (DELETE) before the next:
-// every answer must be the same, the chosen worker included.
-func (e *e2eEnv) checkAnswers(label string, minQueries int) {
+// reference is a router over a plain kvidx indexer fed the events published so far, with
+// the replicas' default load weight (closed when the test ends).
+func (e *e2eEnv) reference() *Router {
 	e.t.Helper()
 	ref, err := kvidx.New(kvidx.Config{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer ref.Close()
+	e.t.Cleanup(func() { _ = ref.Close() })
 	seen := map[workerKey]bool{}
 	var keys []workerKey
 	for _, m := range e.wl.msgs[:e.next] {
@@ -614,8 +725,6 @@ func (e *e2eEnv) checkAnswers(label string, minQueries int) {
 			keys = append(keys, m.key)
 		}
 	}
-	// The router's default load weight, as the replicas run: with every routed request
-	// done before the next, no replica has one in flight, and the load term is 0 everywhere.
 	rr, err := NewRouter(ref, defaultOptions().loadWeight, DefaultLimits())
 	if err != nil {
 		e.t.Fatal(err)
@@ -623,11 +732,80 @@ func (e *e2eEnv) checkAnswers(label string, minQueries int) {
 	if _, err := rr.Register(keys); err != nil {
 		e.t.Fatal(err)
 	}
+	return rr
+}
+
+// checkSharedLoad routes the first n queries on the replicas in turn with load on (every
+// request stays in flight), waiting after each route until the other replicas heard of it,
+// beside a reference router that routes the same queries alone: with the replicas' load
+// views agreeing, every decision must be the reference's, the in-flight count of the chosen
+// worker included, and every replica must count the reference's load on every worker. Then
+// each request ends on its replica, and every load view must be empty again.
+func (e *e2eEnv) checkSharedLoad(n int) {
+	e.t.Helper()
+	rr := e.reference()
+	if len(e.wl.queries) < n {
+		e.t.Fatalf("the workload has %d queries, want at least %d", len(e.wl.queries), n)
+	}
+	watch := newShareWatch(e.t, e.replicas...)
+	type kept struct {
+		replica int
+		id      uint64
+	}
+	var inflight []kept
+	workers, loaded := map[workerKey]bool{}, 0
+	for i, q := range e.wl.queries[:n] {
+		want, ok, err := rr.Route(q)
+		if err != nil || !ok {
+			e.t.Fatalf("reference route: %v %v", ok, err)
+		}
+		j := i % len(e.replicas)
+		got := watch.routeKeep(j, q)
+		inflight = append(inflight, kept{j, got.RequestID})
+		got.RequestID, want.RequestID = 0, 0
+		if got != want {
+			e.t.Fatalf("load on, query %d on %s: %+v, reference %+v", i, e.replicas[j].name, got, want)
+		}
+		workers[workerKey{got.WorkerID, got.DpRank}] = true
+		if got.InFlight > 0 {
+			loaded++
+		}
+	}
+	want := rr.Loads()
+	for _, p := range e.replicas {
+		l := p.load()
+		if !slices.Equal(l.Workers, want) || l.LocalInFlight+l.RemoteInFlight != n {
+			e.t.Fatalf("%s with %d requests in flight: local %d + remote %d, workers %v; the reference counts %v",
+				p.name, n, l.LocalInFlight, l.RemoteInFlight, l.Workers, want)
+		}
+	}
+	for _, k := range inflight {
+		watch.done(k.replica, k.id)
+	}
+	for _, p := range e.replicas {
+		if l := p.load(); l.LocalInFlight != 0 || l.RemoteInFlight != 0 || len(l.Workers) != 0 {
+			e.t.Fatalf("%s after every request ended: local %d, remote %d in flight, workers %v", p.name, l.LocalInFlight, l.RemoteInFlight, l.Workers)
+		}
+	}
+	e.t.Logf("load on: %d requests routed over %d replicas in turn went to %d workers (%d onto a worker with requests in flight), as one router alone routes them; every replica counted the same load",
+		n, len(e.replicas), len(workers), loaded)
+}
+
+// checkAnswers routes every query on every replica and on a reference router over a plain
+// kvidx indexer fed the same events, each routed request done (DELETE) before the next:
+// every answer must be the same, the chosen worker included.
+func (e *e2eEnv) checkAnswers(label string, minQueries int) {
+	e.t.Helper()
+	// The router's default load weight, as the replicas run: with every routed request done
+	// (and its done heard by the other replicas) before the next, no replica counts one in
+	// flight, and the load term is 0 everywhere.
+	rr := e.reference()
 	queries := e.wl.queries
 	if len(queries) < minQueries {
 		e.t.Fatalf("the workload has %d queries, want at least %d", len(queries), minQueries)
 	}
 	hits := 0
+	watch := newShareWatch(e.t, e.replicas...)
 	for i, q := range queries {
 		want, ok, err := rr.Route(q)
 		if err != nil || !ok {
@@ -637,8 +815,8 @@ func (e *e2eEnv) checkAnswers(label string, minQueries int) {
 		if want.OverlapBlocks > 0 {
 			hits++
 		}
-		for _, p := range e.replicas {
-			got := p.route(q)
+		for j, p := range e.replicas {
+			got := watch.route(j, q)
 			got.RequestID, got.InFlight, want.InFlight = 0, 0, 0
 			w := want
 			w.RequestID = 0
@@ -914,6 +1092,7 @@ func TestReplicasOnJetStream(t *testing.T) {
 	for _, p := range e.replicas {
 		e.checkAccounting(p, p.report())
 	}
+	e.checkSharedLoad(300)
 	t.Logf("%s: refused %q, restored %s (S=%d, %d blocks, %d bytes) in %.1f ms", r2.name, boot2.Failed, boot2.RestoredFrom,
 		boot2.RestoredSeq, boot2.Info.Blocks, boot2.Info.Bytes, boot2.BootstrapMs)
 	for _, p := range e.replicas {
@@ -1117,13 +1296,14 @@ func TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne(t *testing.T
 		t.Fatalf("never stopped: %+v, %d publishers; want %d applied, %d publishers", ra.Stats, len(ra.Watermarks), last, len(workers))
 	}
 	hashes := localHashCache{}
+	watch := newShareWatch(t, a, b)
 	for _, w := range workers {
 		for _, chain := range [][]uint64{{w.first, w.first + 1, w.first + 2}, {w.first + 50}} {
 			q := make([]uint64, len(chain))
 			for i, l := range chain {
 				q[i] = hashes.get(t, l)
 			}
-			da, db := a.route(q), b.route(q)
+			da, db := watch.route(0, q), watch.route(1, q)
 			da.RequestID, db.RequestID = 0, 0
 			if da != db {
 				t.Fatalf("worker %d, chain %v:\n never stopped %+v\n restarted     %+v", w.id, chain, da, db)
@@ -1134,4 +1314,62 @@ func TestARestoredReplicaClassifiesTheNextBatchLikeANeverStoppedOne(t *testing.T
 		}
 	}
 	t.Logf("snapshot at %d, %d messages in all: both replicas cleared all 4 workers and agree", partOne, last)
+}
+
+// TestReplicasSharePredictions runs against nats-server: two replicas with -predict-ttl on
+// the same stream. A prompt no worker holds, routed on the first replica and kept in flight,
+// is predicted for its worker on both: once the second replica has heard the route, the same
+// prompt routed there goes to that worker with the whole prompt predicted and the first
+// replica's request counted in flight, before any event of it exists.
+func TestReplicasSharePredictions(t *testing.T) {
+	dir, wl, bin, ns, js := smallReplicaSetup(t)
+	cfg := jetstream.StreamConfig{Name: streamName, Subjects: []string{streamSubjects}, Storage: jetstream.FileStorage}
+	if _, err := js.CreateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var procs []*routerProc
+	for i := range 2 {
+		p := &routerProc{t: t, name: fmt.Sprintf("replica-%d", i+1), bin: bin, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			logPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i+1)), client: &http.Client{Timeout: 10 * time.Second},
+			args: []string{"-nats", ns.url(), "-block-size", strconv.Itoa(e2eBlockSize), "-predict-ttl", "10m", "-save-snapshots=false"}}
+		p.start()
+		defer p.kill9()
+		procs = append(procs, p)
+	}
+	pub := &bridgePublisher{t: t, js: js, epoch: 1}
+	for _, m := range wl.msgs[:10] {
+		pub.publish(m)
+	}
+	for _, p := range procs {
+		p.waitApplied(10, 30*time.Second)
+	}
+	// 40 blocks no event names: far more to prefill than one request of load weighs.
+	q := make([]uint64, 40)
+	for i := range q {
+		q[i] = 1<<63 + uint64(i)
+	}
+	watch := newShareWatch(t, procs...)
+	first := watch.routeKeep(0, q)
+	if first.OverlapBlocks != 0 || first.PredictedBlocks != 0 {
+		t.Fatalf("first route %+v: nothing held or predicted yet", first)
+	}
+	second := watch.routeKeep(1, q)
+	if second.WorkerID != first.WorkerID || second.DpRank != first.DpRank || second.PredictedBlocks != 40 ||
+		second.OverlapBlocks != 0 || second.InFlight != 1 {
+		t.Fatalf("on %s: %+v; want worker %d with 40 predicted blocks, none confirmed, 1 in flight", procs[1].name, second, first.WorkerID)
+	}
+	third := watch.routeKeep(0, q)
+	if third.WorkerID != first.WorkerID || third.PredictedBlocks != 40 || third.InFlight != 2 {
+		t.Fatalf("back on %s: %+v; want worker %d, 40 predicted, 2 in flight", procs[0].name, third, first.WorkerID)
+	}
+	watch.done(0, first.RequestID)
+	watch.done(1, second.RequestID)
+	watch.done(0, third.RequestID)
+	for _, p := range procs {
+		if l := p.load(); l.LocalInFlight != 0 || l.RemoteInFlight != 0 {
+			t.Fatalf("%s after every request ended: %+v", p.name, l)
+		}
+	}
+	t.Logf("a 40-block prompt routed on %s went to worker %d; %s and then %s again sent it there too, 40 blocks predicted, the others' requests in flight counted",
+		procs[0].name, first.WorkerID, procs[1].name, procs[0].name)
 }

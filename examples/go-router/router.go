@@ -184,6 +184,16 @@ type Router struct {
 	// tierWeights is what one cached block is worth by its fastest storage tier (a block on
 	// the device saves its whole prefill, one in host memory a little less, ...).
 	tierWeights [kvidx.NumTiers]float64
+	// remote are the routes other replicas made (--nats route sharing), counted as load.
+	remote remoteRoutes
+	// share, when set, is told of each route made and each route done here.
+	share routeSharer
+	// predictTTL > 0 records each route's blocks as predicted for its worker for that long
+	// (kvidx's Indexer.Predict) and scores workers by their predicted depth (predict.go).
+	predictTTL time.Duration
+	predicted  sync.Pool // *[]kvidx.PredictedMatch scratch buffers
+	// predictFailures counts routes whose prediction the library refused.
+	predictFailures atomic.Uint64
 }
 
 // DefaultTierWeights are the tier weights of the command-line default: a block in host memory
@@ -232,8 +242,13 @@ type Decision struct {
 	// External, the overlap on any tier).
 	TierDepths TierDepths `json:"tier_depths"`
 	// HitBlocks is the overlap with each block weighted by its fastest tier (see
-	// Router.Route); it equals OverlapBlocks when every block is on the device.
+	// Router.Route); it equals OverlapBlocks when every block is on the device. With
+	// predictions it is at least PredictedBlocks.
 	HitBlocks float64 `json:"hit_blocks"`
+	// PredictedBlocks is the chosen worker's predicted depth (-predict-ttl, -event-free):
+	// the longest prefix it holds by events or was predicted to hold by earlier routes
+	// (0 without predictions).
+	PredictedBlocks uint32 `json:"predicted_blocks"`
 }
 
 // NewRouter builds a router over an open indexer with the default tier weights; loadWeight
@@ -260,6 +275,8 @@ func NewTieredRouter(ix *kvidx.Indexer, loadWeight float64, tierWeights [kvidx.N
 		r.workers[i].byLoad = loadWeight > 0
 		r.routes[i].routes = map[uint64]route{}
 	}
+	r.remote.routes = map[remoteKey]route{}
+	r.predicted.New = func() any { s := make([]kvidx.PredictedMatch, 0, 64); return &s }
 	r.matches.New = func() any { s := make([]kvidx.TieredMatch, 0, 64); return &s }
 	return r, nil
 }
@@ -407,8 +424,9 @@ func (r *Router) RemoveWorker(id uint64) error {
 	return nil
 }
 
-// forgetRoutes drops the tracked routes whose worker matches.
+// forgetRoutes drops the tracked routes whose worker matches, the other replicas' included.
 func (r *Router) forgetRoutes(match func(workerKey) bool) {
+	r.forgetRemote(match)
 	for i := range r.routes {
 		rs := &r.routes[i]
 		rs.mu.Lock()
@@ -448,8 +466,17 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 	if err != nil {
 		return d, false, err
 	}
+	var predicted []kvidx.PredictedMatch
+	if r.predictTTL > 0 {
+		pbuf := r.predicted.Get().(*[]kvidx.PredictedMatch)
+		defer r.predicted.Put(pbuf)
+		if *pbuf, err = r.ix.FindMatchesPredictedInto(localHashes, (*pbuf)[:0]); err != nil {
+			return d, false, err
+		}
+		predicted = *pbuf
+	}
 	for range 8 { // retried only when the chosen worker is removed meanwhile
-		c, found := r.best(localHashes, *buf)
+		c, found := r.best(localHashes, *buf, predicted)
 		if !found {
 			return d, false, nil
 		}
@@ -464,39 +491,60 @@ func (r *Router) Route(localHashes []uint64) (d Decision, ok bool, err error) {
 			continue
 		}
 		c.d.RequestID = r.track(c.st, c.shard)
+		r.predict(c.st.key, localHashes)
+		if r.share != nil {
+			r.share.routed(c.d, localHashes)
+		}
 		return c.d, true, nil
 	}
 	return d, false, nil
 }
 
-// best returns the best candidate for a query and its matches, without changing anything.
-func (r *Router) best(q []uint64, matches []kvidx.TieredMatch) (best candidate, found bool) {
-	consider := func(st *workerState, sh *workerShard, inflight int, m kvidx.TieredMatch) {
+// best returns the best candidate for a query, its matches and (with predictions) its
+// predicted matches, without changing anything.
+func (r *Router) best(q []uint64, matches []kvidx.TieredMatch, predicted []kvidx.PredictedMatch) (best candidate, found bool) {
+	consider := func(st *workerState, sh *workerShard, inflight int, m kvidx.TieredMatch, predictedDepth uint32) {
 		c := candidate{st: st, shard: sh, d: Decision{
-			WorkerID:      st.key.ID,
-			DpRank:        st.key.DpRank,
-			OverlapBlocks: m.Depth,
-			RequestBlocks: len(q),
-			InFlight:      inflight,
-			TierDepths:    tierDepthsOf(m.TierDepths),
-			HitBlocks:     m.Score(r.tierWeights),
+			WorkerID:        st.key.ID,
+			DpRank:          st.key.DpRank,
+			OverlapBlocks:   m.Depth,
+			RequestBlocks:   len(q),
+			InFlight:        inflight,
+			TierDepths:      tierDepthsOf(m.TierDepths),
+			HitBlocks:       max(m.Score(r.tierWeights), float64(predictedDepth)),
+			PredictedBlocks: predictedDepth,
 		}}
 		c.d.Cost = routeCost(len(q), c.d.HitBlocks, r.loadWeight, inflight)
 		if !found || better(c.d, best.d, st.key, best.st.key) {
 			best, found = c, true
 		}
 	}
-	for _, m := range matches {
-		sh := r.workerShard(m.WorkerID)
+	look := func(k workerKey) (*workerState, *workerShard, int) {
+		sh := r.workerShard(k.ID)
 		sh.mu.RLock()
-		st := sh.find(workerKey{m.WorkerID, m.DpRank})
-		inflight := 0
-		if st != nil {
-			inflight = st.inflight
+		defer sh.mu.RUnlock()
+		st := sh.find(k)
+		if st == nil {
+			return nil, sh, 0
 		}
-		sh.mu.RUnlock()
-		if st != nil && m.Depth > 0 {
-			consider(st, sh, inflight, m)
+		return st, sh, st.inflight
+	}
+	depths := predictedDepths(predicted)
+	for _, m := range matches {
+		k := workerKey{m.WorkerID, m.DpRank}
+		if st, sh, inflight := look(k); st != nil && m.Depth > 0 {
+			consider(st, sh, inflight, m, depths[k])
+			delete(depths, k)
+		}
+	}
+	// Workers predicted to hold a prefix beyond what the events confirm (in the order of
+	// the predicted answer, so that the choice does not depend on map order).
+	for _, p := range predicted {
+		k := workerKey{p.WorkerID, p.DpRank}
+		if d, left := depths[k]; left {
+			if st, sh, inflight := look(k); st != nil {
+				consider(st, sh, inflight, kvidx.TieredMatch{WorkerID: k.ID, DpRank: k.DpRank}, d)
+			}
 		}
 	}
 	// The least-loaded worker overall, with no overlap: if it holds a prefix, its entry
@@ -517,7 +565,7 @@ func (r *Router) best(q []uint64, matches []kvidx.TieredMatch) (best candidate, 
 		sh.mu.RUnlock()
 	}
 	if top != nil {
-		consider(top, topShard, topInflight, kvidx.TieredMatch{})
+		consider(top, topShard, topInflight, kvidx.TieredMatch{}, 0)
 	}
 	return best, found
 }
@@ -582,21 +630,28 @@ func (r *Router) expireLocked(rs *routeShard, now time.Time, limit int, out []ro
 		}
 		out = append(out, rt)
 	}
-	// Compact the order once most of it is done or dropped (amortized O(1) per route).
-	if rs.head > 64 && rs.head > len(rs.order)/2 {
-		rs.order = append(rs.order[:0], rs.order[rs.head:]...)
-		rs.head = 0
+	rs.order, rs.head = compactOrder(rs.order, rs.head, rs.routes)
+	return out
+}
+
+// compactOrder compacts an expiry order (keys oldest first from head, some no longer in
+// live) once most of it is done or dropped, amortized O(1) per key; it returns the new order
+// and head.
+func compactOrder[K comparable](order []K, head int, live map[K]route) ([]K, int) {
+	if head > 64 && head > len(order)/2 {
+		order = append(order[:0], order[head:]...)
+		head = 0
 	}
-	if pending := len(rs.order) - rs.head; pending > 64 && pending > 4*len(rs.routes) {
-		kept := rs.order[:0]
-		for _, id := range rs.order[rs.head:] {
-			if _, live := rs.routes[id]; live {
-				kept = append(kept, id)
+	if pending := len(order) - head; pending > 64 && pending > 4*len(live) {
+		kept := order[:0]
+		for _, k := range order[head:] {
+			if _, ok := live[k]; ok {
+				kept = append(kept, k)
 			}
 		}
-		rs.order, rs.head = kept, 0
+		order, head = kept, 0
 	}
-	return out
+	return order, head
 }
 
 // release takes a route's request off its worker's load (if the worker is still known).
@@ -619,12 +674,17 @@ func (r *Router) Done(requestID uint64) bool {
 	rs.mu.Unlock()
 	if ok {
 		release(rt)
+		if r.share != nil {
+			r.share.done(requestID)
+		}
 	}
 	return ok
 }
 
-// Expire releases every route past its deadline now; Route does it for one shard at a time.
+// Expire releases every route past its deadline now, the other replicas' included; Route
+// does it for one shard of its own routes at a time.
 func (r *Router) Expire() {
+	r.expireRemote()
 	now := r.now()
 	for i := range r.routes {
 		rs := &r.routes[i]

@@ -38,6 +38,9 @@ type server struct {
 	// zmq, in --zmq mode, feeds the index from the engines' publishers: POST /events and
 	// DELETE /workers are then refused (409), the engines being the index's only source.
 	zmq *zmqInput
+	// eventFree (-event-free): the index is fed by routing decisions only; POST /events is
+	// refused (409).
+	eventFree bool
 	// beforeApply, when set (tests only), runs in POST /events between registering the
 	// request's workers and submitting its events, with the workers' locks held.
 	beforeApply func(workers []workerKey)
@@ -75,16 +78,21 @@ type errorResponse struct {
 //	                            name its storage tier with "medium" or "tier"); ?wait=1 returns
 //	                            once applied, with the counts of applied and rejected events
 //	POST   /route               {"token_ids": [...]} or {"local_hashes": [...]} -> Decision
-//	                            (with the chosen worker's depths per storage tier)
+//	                            (with the chosen worker's depths per storage tier and, with
+//	                            -predict-ttl or -event-free, its predicted depth)
 //	DELETE /requests/{id}       the routed request is done (no longer counts as load)
 //	DELETE /workers/{id}        forget a worker (all dp ranks)
 //	GET    /metrics             Prometheus text
 //	GET    /replica             --nats mode: the replica's state as JSON (stream position,
 //	                            lag, watermarks, offset-batch stats, bootstrap, snapshots)
+//	GET    /load                the requests in flight per worker as this router counts them
+//	                            (its own and, in --nats mode, the other replicas'), and the
+//	                            route sharing's counters
 //
 // Statuses: 400 bad input, 404 unknown request or endpoint (GET /replica without --nats),
 // 405 wrong method, 408 body not received in time, 409 worker limit reached (and, in --nats
-// mode, POST /events and DELETE /workers: the index follows the stream only), 413 body larger
+// mode, POST /events and DELETE /workers: the index follows the stream only; in -event-free
+// mode, POST /events), 413 body larger
 // than maxBody (or a /route body whose decoded ids alone need more than maxInflight bytes),
 // 503 no worker known yet, or (with Retry-After) the request's bytes do not fit in
 // maxInflight now, or, in --nats mode, the replica has not caught up with the stream yet
@@ -110,6 +118,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("DELETE /workers/{id}", s.deleteWorker)
 	mux.HandleFunc("GET /metrics", s.getMetrics)
 	mux.HandleFunc("GET /replica", s.getReplica)
+	mux.HandleFunc("GET /load", s.getLoad)
 	mux.HandleFunc("/", s.unknown)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if msg := uncleanPath(req.URL.Path); msg != "" {
@@ -141,7 +150,7 @@ func uncleanPath(p string) string {
 // allowed is the method each route of the API takes, by path (ids replaced by {id}).
 var allowed = map[string]string{
 	"/events": "POST", "/route": "POST", "/metrics": "GET",
-	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE", "/replica": "GET",
+	"/requests/{id}": "DELETE", "/workers/{id}": "DELETE", "/replica": "GET", "/load": "GET",
 }
 
 // unknown answers what no route took: 405 for a known path with another method, else 404,
@@ -260,6 +269,10 @@ func (s *server) fedElsewhere(w http.ResponseWriter) bool {
 
 func (s *server) postEvents(w http.ResponseWriter, req *http.Request) {
 	if s.fedElsewhere(w) {
+		return
+	}
+	if s.eventFree {
+		s.fail(w, http.StatusConflict, "this router runs without events (-event-free): its index is fed by its routing decisions only")
 		return
 	}
 	res := s.budget.reserve()
@@ -523,6 +536,15 @@ func (s *server) getReplica(w http.ResponseWriter, _ *http.Request) {
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err.Error())
 		return
+	}
+	writeJSON(w, rep)
+}
+
+func (s *server) getLoad(w http.ResponseWriter, _ *http.Request) {
+	rep := s.router.loadReport()
+	if s.replica != nil && s.replica.share != nil {
+		sh := s.replica.share.report()
+		rep.Sharing = &sh
 	}
 	writeJSON(w, rep)
 }

@@ -73,6 +73,7 @@ impl Indexer {
             jump_size,
             queue_capacity,
             queue_bytes,
+            predictions: kvidx::PredictionConfig::default(),
         };
         let index = py
             .allow_threads(|| kvidx::Indexer::new(config))

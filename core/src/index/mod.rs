@@ -61,6 +61,15 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// The prefix identity ([`crate::identity`]) of the block the worker holds under engine
+    /// name `name`; `None` when it holds no such name, or (the default) when the backend
+    /// cannot tell. Predictions use it to settle the blocks a Stored (with a parent) or a
+    /// Removed names; a backend answering `None` leaves those predictions to expire.
+    fn identity_of(&self, worker: Worker, name: u64) -> Option<u64> {
+        let _ = (worker, name);
+        None
+    }
+
     /// The backend's snapshot support ([`crate::snapshot`]); `None` (the default) when it
     /// cannot be written to or restored from a snapshot.
     fn snapshots(&self) -> Option<crate::snapshot::SnapshotHooks<'_>> {

@@ -365,6 +365,10 @@ impl WorkerBlocks for PositionalIndex {
         Some(state.records.get(at).identity)
     }
 
+    fn identity_of_name(&self, state: &WorkerState, name: u64) -> Option<u64> {
+        self.key_of(state, name)
+    }
+
     fn first_holders(&self, first_local: u64, out: &mut Vec<u32>) {
         let identity = mix(IDENTITY_SEED, first_local);
         self.with_holders(0, identity, |h| {

@@ -25,6 +25,7 @@ use super::registry::Registry;
 use super::tiers::WorkerTiers;
 use super::worker_blocks::{push_depth, SlotDepth, WorkerBlocks};
 use super::worker_set::{split_by, WorkerSet};
+use crate::identity::{mix, IDENTITY_SEED};
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 use crate::scratch::with_scratch;
 use crate::snapshot::{DecodedWorker, Exporter};
@@ -416,6 +417,22 @@ impl WorkerBlocks for RadixIndex {
 
     fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
         state.names.get(&name).map(Node::tier_key)
+    }
+
+    fn identity_of_name(&self, state: &WorkerState, name: u64) -> Option<u64> {
+        // The path up to the root stays linked while the worker holds the node.
+        let mut locals = Vec::new();
+        let mut node = Arc::clone(state.names.get(&name)?);
+        while node.position != u32::MAX {
+            locals.push(node.local);
+            node = node.parent.upgrade()?;
+        }
+        Some(
+            locals
+                .iter()
+                .rev()
+                .fold(IDENTITY_SEED, |prefix, &local| mix(prefix, local)),
+        )
     }
 
     fn walk_held(

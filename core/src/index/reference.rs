@@ -162,6 +162,11 @@ impl ReferenceIndex {
 }
 
 impl Backend for ReferenceIndex {
+    fn identity_of(&self, worker: Worker, name: u64) -> Option<u64> {
+        let workers = self.workers.lock();
+        Some(workers.blocks.get(&worker)?.get(&name)?.identity)
+    }
+
     fn apply(&self, worker: Worker, data: &EventData) -> Outcome {
         Self::apply_locked(&mut self.workers.lock().blocks, worker, data)
     }

@@ -82,6 +82,9 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
     /// The key (see [`super::tiers`]) of the block a held name names.
     fn key_of(&self, state: &Self::State, name: u64) -> Option<u64>;
 
+    /// The prefix identity of the block a held name names (under the worker's lock).
+    fn identity_of_name(&self, state: &Self::State, name: u64) -> Option<u64>;
+
     /// Walks the query's blocks in the worker's state (under its lock; `slot` is the
     /// worker's), calling `visit` with the key and the number of names of each held one, up
     /// to the first it does not hold; returns how many it holds.
@@ -191,6 +194,14 @@ impl<B: WorkerBlocks> Backend for B {
 
     fn snapshots(&self) -> Option<SnapshotHooks<'_>> {
         Some(SnapshotHooks(self))
+    }
+
+    fn identity_of(&self, worker: Worker, name: u64) -> Option<u64> {
+        self.registry()
+            .with_worker(worker, false, |entry| {
+                self.identity_of_name(&entry.state, name)
+            })
+            .flatten()
     }
 
     fn remove_worker(&self, worker_id: u64) {

@@ -19,6 +19,7 @@ pub fn configs() -> Vec<(String, Config)> {
                     jump_size: jump,
                     queue_capacity: 4,
                     queue_bytes: 0,
+                    ..Config::default()
                 },
             ));
         }
@@ -30,6 +31,7 @@ pub fn configs() -> Vec<(String, Config)> {
                 jump_size: 0,
                 queue_capacity: 4,
                 queue_bytes: 0,
+                ..Config::default()
             },
         ));
         out.push((
@@ -40,6 +42,7 @@ pub fn configs() -> Vec<(String, Config)> {
                 jump_size: 0,
                 queue_capacity: 4,
                 queue_bytes: 0,
+                ..Config::default()
             },
         ));
     }

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::burst::{DEFAULT_BURST, DEFAULT_WINDOW_MS};
 use crate::sim::{EngineHash, Policy, RouterIndex};
+use crate::study::DEFAULT_DELAYS_MS;
 use crate::target::Subject;
 
 /// Trace replay for kvidx: a mock prefix-caching engine fleet, workload files, and an honest
@@ -38,6 +40,9 @@ pub enum Command {
     Measure(MeasureArgs),
     /// Time writing and restoring a snapshot of a workload's final state.
     Snapshot(SnapshotArgs),
+    /// Routing before the events arrive: kv-cost under each view of the caches, at each
+    /// event delay, on the trace and its bursty variant (the main job's study, alone).
+    Delays(DelaysArgs),
 }
 
 /// The fleet of the full measurement (the published figures): the conversation trace on 256
@@ -104,6 +109,18 @@ pub struct EngineArgs {
     /// GPU (0 to 1): a block to reload costs 1 - weight of a block to compute.
     #[arg(long, default_value_t = 0.8)]
     pub host_weight: f64,
+    /// How long after an engine caches blocks its events reach the router's index (ms): until
+    /// then the router does not see them.
+    #[arg(long, default_value_t = 50)]
+    pub event_delay_ms: u64,
+    /// With events and predictions: how long the router credits a routed request's prompt
+    /// to its worker before the events confirm it (ms).
+    #[arg(long, default_value_t = 1000)]
+    pub predict_ttl_ms: u64,
+    /// Event-free routing (predictions only): how long a routed request's prompt is credited
+    /// to its worker (ms).
+    #[arg(long, default_value_t = 120_000)]
+    pub event_free_ttl_ms: u64,
 }
 
 impl EngineArgs {
@@ -124,6 +141,31 @@ impl EngineArgs {
             FULL_BLOCKS_PER_WORKER
         })
     }
+}
+
+/// The study of routing before the events arrive.
+#[derive(Debug, Clone, Args)]
+pub struct StudyArgs {
+    /// Event delays studied (ms).
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_DELAYS_MS)]
+    pub delays: Vec<u64>,
+    /// Requests per burst of the bursty variant.
+    #[arg(long, default_value_t = DEFAULT_BURST)]
+    pub burst: u32,
+    /// Time a burst spreads over (ms).
+    #[arg(long, default_value_t = DEFAULT_WINDOW_MS)]
+    pub burst_window_ms: u64,
+}
+
+/// `delays`.
+#[derive(Debug, Clone, Args)]
+pub struct DelaysArgs {
+    /// The fleet.
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The study.
+    #[command(flatten)]
+    pub study: StudyArgs,
 }
 
 /// How to replay.
@@ -174,6 +216,9 @@ pub struct MainArgs {
     /// The replay.
     #[command(flatten)]
     pub replay: ReplayOpts,
+    /// The study of routing before the events arrive.
+    #[command(flatten)]
+    pub study: StudyArgs,
     /// The policy whose workload is replayed.
     #[arg(long, value_enum, default_value_t = Policy::KvCost)]
     pub policy: Policy,

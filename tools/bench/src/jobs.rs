@@ -6,12 +6,15 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::cli::{EngineArgs, GenerateArgs, MainArgs, MeasureArgs, ReplayArgs, ReplayOpts};
+use crate::cli::{
+    DelaysArgs, EngineArgs, GenerateArgs, MainArgs, MeasureArgs, ReplayArgs, ReplayOpts, StudyArgs,
+};
 use crate::meta::RunMeta;
 use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::report::FirstBlock;
 use crate::rounds::{beyond_harness, median_reports, paired_ratios, BeyondHarness, PairedRatio};
-use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput};
+use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput, View};
+use crate::study::{self, StudyRow, Targets};
 use crate::trace::{read_trace, Request};
 use crate::workload::{read_workload, write_workload, Counts, TimedOp};
 use crate::{plot, report};
@@ -97,6 +100,10 @@ fn sim_config(engine: &EngineArgs, policy: Policy) -> Result<SimConfig, String> 
         engine_hash: engine.engine_hash,
         host_blocks_per_worker: engine.host_blocks_per_worker,
         host_weight: engine.host_weight,
+        view: View::EventsOnly,
+        event_delay_ms: engine.event_delay_ms,
+        predict_ttl_ms: engine.predict_ttl_ms,
+        event_free_ttl_ms: engine.event_free_ttl_ms,
     })
 }
 
@@ -198,11 +205,112 @@ struct Fleet {
     host_weight: Option<f64>,
 }
 
+/// One row of the study of routing before the events arrive, as stored in `results.json`.
+#[derive(Serialize)]
+struct DelayRow {
+    trace: study::Variant,
+    event_delay_ms: u64,
+    view: &'static str,
+    hit_rate: f64,
+    prefill_tokens: u64,
+    hit_blocks: u64,
+    prompt_blocks: u64,
+    requests: u64,
+    max_worker_requests: u64,
+}
+
+impl DelayRow {
+    fn of(s: &StudyRow) -> Self {
+        let r = &s.routing;
+        Self {
+            trace: s.variant,
+            event_delay_ms: s.delay_ms,
+            view: s.view.name(),
+            hit_rate: r.hit_rate(),
+            prefill_tokens: r.prefill_tokens,
+            hit_blocks: r.hit_blocks,
+            prompt_blocks: r.prompt_blocks,
+            requests: r.requests,
+            max_worker_requests: r.max_worker_requests,
+        }
+    }
+}
+
+/// The study of routing before the events arrive, as stored in `results.json`.
+#[derive(Serialize)]
+struct DelayStudy {
+    burst: u32,
+    burst_window_ms: u64,
+    rows: Vec<DelayRow>,
+    targets: Vec<Targets>,
+}
+
+/// Runs and prints the study of routing before the events arrive: kv-cost under every view
+/// at every delay of `study`, on `trace` and its bursty variant.
+fn delay_study(
+    trace: &[Request],
+    engine: &EngineArgs,
+    study: &StudyArgs,
+) -> Result<DelayStudy, String> {
+    if study.delays.is_empty() || study.burst == 0 {
+        return Err("--delays must name a delay and --burst must be positive".into());
+    }
+    let base = sim_config(engine, Policy::KvCost)?;
+    let bursts = study::Bursts {
+        size: study.burst,
+        window_ms: study.burst_window_ms,
+    };
+    let started = Instant::now();
+    let rows = study::run(trace, &base, &study.delays, &View::ALL, bursts, |r| {
+        phase(&format!(
+            "simulated {} at {} ms, {} ({:.1} s so far)",
+            r.variant.name(),
+            r.delay_ms,
+            r.view.name(),
+            started.elapsed().as_secs_f64()
+        ))
+    });
+    println!(
+        "\nrouting before the events arrive (kv-cost routing; each engine's events reach the \
+         router's index the event delay after it caches the blocks; bursty = each request \
+         repeated {} times over {} ms, all but its last 512-token block shared; prefill tokens \
+         = prompt blocks not hit x {} tokens):",
+        study.burst,
+        study.burst_window_ms,
+        crate::trace::TRACE_BLOCK_TOKENS / u64::from(engine.length_factor)
+    );
+    print!("{}", report::delay_table(&rows));
+    let delay = if study.delays.contains(&study::TARGET_DELAY_MS) {
+        study::TARGET_DELAY_MS
+    } else {
+        study.delays[0]
+    };
+    let targets = study::targets(&rows, delay);
+    for line in report::target_lines(&targets) {
+        println!("{line}");
+    }
+    Ok(DelayStudy {
+        burst: study.burst,
+        burst_window_ms: study.burst_window_ms,
+        rows: rows.iter().map(DelayRow::of).collect(),
+        targets,
+    })
+}
+
+/// `kvidx-bench delays`.
+pub fn delays(args: &DelaysArgs) -> Result<(), String> {
+    let (path, trace) = load_trace(&args.engine)?;
+    println!("{}", describe_fleet(&path, &trace, &args.engine));
+    delay_study(&trace, &args.engine, &args.study)?;
+    Ok(())
+}
+
 /// The routing part of a main-job run.
 struct RoutingResults {
     fleet: Fleet,
     rows: Vec<RoutingRow>,
     notes: Vec<String>,
+    delay_study: DelayStudy,
     /// With a host tier: the replayed policy's run without it (the single-tier workload).
     single_tier: Option<RoutingRow>,
 }
@@ -317,6 +425,7 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
     for note in &notes {
         println!("{note}");
     }
+    let delay_study = delay_study(&trace, &args.engine, &args.study)?;
     let svg = dir.join("routing.svg");
     let mut picture_notes = notes.clone();
     picture_notes.push(format!(
@@ -370,6 +479,7 @@ pub fn main_job(args: &MainArgs) -> Result<(), String> {
             .map(|(p, r)| RoutingRow::of(*p, r, host_tier))
             .collect(),
         notes,
+        delay_study,
         single_tier: single
             .as_ref()
             .map(|(out, _)| RoutingRow::of(args.policy, &out.routing, true)),
@@ -557,6 +667,9 @@ struct Results<'a> {
     fleet: Option<&'a Fleet>,
     routing: Vec<&'a RoutingRow>,
     routing_notes: &'a [String],
+    /// The study of routing before the events arrive (main job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_study: Option<&'a DelayStudy>,
     /// With a host tier: the replayed policy's routing without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     single_tier_routing: Option<&'a RoutingRow>,
@@ -846,6 +959,7 @@ fn replay_and_report(
         fleet: routing.as_ref().map(|r| &r.fleet),
         routing: routing.iter().flat_map(|r| r.rows.iter()).collect(),
         routing_notes: routing.as_ref().map_or(&[], |r| r.notes.as_slice()),
+        delay_study: routing.as_ref().map(|r| &r.delay_study),
         single_tier_routing: routing.as_ref().and_then(|r| r.single_tier.as_ref()),
         workload: WorkloadInfo::of(main),
         compared_workload: compared.map(WorkloadInfo::of),
@@ -999,6 +1113,15 @@ mod tests {
     fn main_job_without_a_host_tier_reports_as_before() {
         let r = small_main_job(&[]);
         assert_eq!(r["routing"].as_array().unwrap().len(), 4);
+        // The study: 2 variants x 3 delays x 4 views, and the targets of both variants.
+        let study = &r["delay_study"];
+        assert_eq!(study["rows"].as_array().unwrap().len(), 24);
+        assert_eq!(study["rows"][0]["view"], "events-only");
+        assert_eq!(study["rows"][23]["trace"], "bursty");
+        assert_eq!(study["burst"], 8);
+        let targets = study["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 2);
+        assert!(targets.iter().all(|t| t["delay_ms"] == 50));
         assert!(r["routing"][3]["device_hit_rate"].is_null());
         for key in ["single_tier_routing", "compared_workload"] {
             assert!(r[key].is_null(), "{key}");

@@ -3,8 +3,10 @@
 mod agree;
 mod baseline;
 mod block_pool;
+mod burst;
 mod chain;
 mod cli;
+mod delay;
 mod engine_hash;
 mod host_pool;
 mod jobs;
@@ -24,6 +26,7 @@ mod router;
 mod rss;
 mod sim;
 mod snapshot;
+mod study;
 mod target;
 mod trace;
 mod workload;
@@ -38,6 +41,7 @@ fn main() {
         Some(cli::Command::Replay(a)) => jobs::replay_file(a),
         Some(cli::Command::Measure(a)) => jobs::measure(a),
         Some(cli::Command::Snapshot(a)) => snapshot::run(a),
+        Some(cli::Command::Delays(a)) => jobs::delays(a),
     };
     if let Err(e) = result {
         eprintln!("kvidx-bench: {e}");

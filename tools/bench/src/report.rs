@@ -5,6 +5,7 @@ use std::fmt::Write;
 use crate::replay::SubjectReport;
 use crate::rounds::{BeyondHarness, PairedRatio};
 use crate::sim::{Policy, Routing};
+use crate::study::{StudyRow, Targets};
 use crate::workload::Counts;
 
 /// A duration in nanoseconds, humanly.
@@ -122,6 +123,76 @@ pub fn routing_table(rows: &[(Policy, Routing)], tiers: bool) -> String {
         ]
     };
     table(header, &rows)
+}
+
+/// The table of routing before the events arrive: one row per trace variant, event delay
+/// and view of the caches (kv-cost routing), with the hit rate and the tokens prefilled.
+pub fn delay_table(rows: &[StudyRow]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|s| {
+            let r = &s.routing;
+            vec![
+                s.variant.name().to_string(),
+                format!("{} ms", s.delay_ms),
+                s.view.name().to_string(),
+                percent(r.hit_rate()),
+                r.prefill_tokens.to_string(),
+                r.hit_blocks.to_string(),
+                r.prompt_blocks.to_string(),
+                r.requests.to_string(),
+                r.max_worker_requests.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "trace",
+            "event delay",
+            "view",
+            "hit rate",
+            "prefill tokens",
+            "hit blocks",
+            "prompt blocks",
+            "requests",
+            "busiest worker",
+        ],
+        &rows,
+    )
+}
+
+/// One line per variant on the study's targets: the share of the gap to the oracle that
+/// events+predictions recovers, and event-free routing's hit rate against events-only's.
+pub fn target_lines(targets: &[Targets]) -> Vec<String> {
+    targets
+        .iter()
+        .map(|t| {
+            let mut line = format!(
+                "{} at {} ms: events-only {}, oracle {}",
+                t.variant.name(),
+                t.delay_ms,
+                percent(t.events_only),
+                percent(t.oracle)
+            );
+            if t.oracle <= t.events_only {
+                line.push_str("; no gap between them to recover");
+            } else if let Some(g) = t.gap_recovered {
+                let _ = write!(
+                    line,
+                    "; events+predictions recovers {} of the gap (target 50%)",
+                    percent(g)
+                );
+            }
+            if let Some(f) = t.event_free_ratio {
+                let _ = write!(
+                    line,
+                    "; predictions-only reaches {} of events-only's hit rate (target 80%)",
+                    percent(f)
+                );
+            }
+            line
+        })
+        .collect()
 }
 
 /// How the tier-aware and the tier-blind kv-cost policies routed the same trace.

@@ -3,7 +3,12 @@
 
 use std::cmp::Reverse;
 
-use kvidx::{BackendKind, Block, Config, Event, Indexer, Match, TieredMatch, TIERS};
+use std::time::Duration;
+
+use kvidx::{
+    BackendKind, Block, Clock, Config, Event, Indexer, Match, PredictedMatch, PredictionConfig,
+    TieredMatch, Worker, TIERS,
+};
 
 use crate::block_pool::BlockPool;
 use crate::rng::Rng;
@@ -71,6 +76,54 @@ impl Policy {
     }
 }
 
+/// What the kv policies know of the engines' caches when they route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum View {
+    /// The published events, as they arrive: `--event-delay-ms` after the engine caches the
+    /// blocks.
+    EventsOnly,
+    /// The events as they arrive, and a prediction of each routed request's prompt on its
+    /// worker (`--predict-ttl-ms`): a worker's overlap is its predicted depth, the larger of
+    /// what the events confirm and what was predicted and not yet settled or expired.
+    EventsPredictions,
+    /// Predictions only, no events (an event-free fleet): each routed request's prompt is
+    /// predicted on its worker for `--event-free-ttl-ms`, at most `--blocks-per-worker`
+    /// predicted blocks per worker (least recently routed dropped first).
+    PredictionsOnly,
+    /// Perfect knowledge: the pools themselves at the moment of routing (no index, no delay).
+    Oracle,
+}
+
+impl View {
+    /// Every view, in report order.
+    pub const ALL: [View; 4] = [
+        View::EventsOnly,
+        View::EventsPredictions,
+        View::PredictionsOnly,
+        View::Oracle,
+    ];
+
+    /// The view's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            View::EventsOnly => "events-only",
+            View::EventsPredictions => "events+predictions",
+            View::PredictionsOnly => "predictions-only",
+            View::Oracle => "oracle",
+        }
+    }
+
+    /// Whether the router's index is fed the published events.
+    pub fn reads_events(self) -> bool {
+        matches!(self, View::EventsOnly | View::EventsPredictions)
+    }
+
+    /// Whether the router records a prediction of each request's blocks on its worker.
+    pub fn predicts(self) -> bool {
+        matches!(self, View::EventsPredictions | View::PredictionsOnly)
+    }
+}
+
 /// Where the kv-aware router reads overlaps from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RouterIndex {
@@ -105,6 +158,10 @@ fn micro_score(m: &TieredMatch, weights: &[f64; TIERS]) -> u64 {
 /// The router: a policy and, for kv-aware routing, the index it reads.
 pub(crate) struct Router {
     policy: Policy,
+    view: View,
+    /// How long a prediction lasts (views that predict).
+    predict_ttl: Duration,
+    predicted: Vec<PredictedMatch>,
     rng: Rng,
     next: usize,
     index: Option<Indexer>,
@@ -123,20 +180,43 @@ impl Router {
             RouterIndex::Radix => Some(BackendKind::Radix),
             RouterIndex::Oracle => None,
         };
+        let backend = if cfg.view == View::Oracle {
+            None
+        } else {
+            backend
+        };
         let uses_index = cfg.policy.reads_overlaps();
         let index = match (uses_index, backend) {
             (true, Some(backend)) => Some(
                 Indexer::new(Config {
                     backend,
                     event_threads: 0,
+                    predictions: PredictionConfig {
+                        // The event-free indexer approximates each engine's cache.
+                        worker_capacity: if cfg.view == View::PredictionsOnly {
+                            cfg.blocks_per_worker
+                        } else {
+                            0
+                        },
+                        // Predictions expire on the trace's clock.
+                        clock: Clock::Manual,
+                        ..PredictionConfig::default()
+                    },
                     ..Config::default()
                 })
                 .expect("a synchronous indexer always builds"),
             ),
             _ => None,
         };
+        let predict_ttl = Duration::from_millis(match cfg.view {
+            View::PredictionsOnly => cfg.event_free_ttl_ms,
+            _ => cfg.predict_ttl_ms,
+        });
         Self {
             policy: cfg.policy,
+            view: cfg.view,
+            predict_ttl,
+            predicted: Vec::new(),
             rng: Rng::new(cfg.seed),
             next: 0,
             index,
@@ -148,8 +228,12 @@ impl Router {
         }
     }
 
-    /// Feeds a published event to the router's index.
+    /// Feeds a published event, once it arrives, to the router's index (if the view reads
+    /// events).
     pub(crate) fn observe(&self, event: &Event) {
+        if !self.view.reads_events() {
+            return;
+        }
         if let Some(index) = &self.index {
             index
                 .apply_event(event.clone())
@@ -157,10 +241,39 @@ impl Router {
         }
     }
 
-    /// Fills `self.depths` with each worker's cached prefix of `prompt` (on any tier).
+    /// Moves the router's clock to time `t` (ms of the trace) before it routes: predictions
+    /// expire by it.
+    pub(crate) fn at(&self, t: u64) {
+        if let (true, Some(index)) = (self.view.predicts(), &self.index) {
+            index
+                .set_time(Duration::from_millis(t))
+                .expect("a manual clock, moved forward");
+        }
+    }
+
+    /// Records that `prompt` was routed to `worker` (views that predict): the worker is
+    /// credited with its blocks for the prediction's time to live.
+    pub(crate) fn routed(&self, worker: usize, prompt: &[Block]) {
+        if let (true, Some(index)) = (self.view.predicts(), &self.index) {
+            let locals: Vec<u64> = prompt.iter().map(|b| b.local_hash).collect();
+            index
+                .predict(Worker::new(worker as u64, 0), &locals, self.predict_ttl)
+                .expect("predictions are never refused");
+        }
+    }
+
+    /// Fills `self.depths` with each worker's cached prefix of `prompt` (on any tier); with
+    /// predictions, its predicted depth.
     fn overlaps(&mut self, prompt: &[Block], pools: &[BlockPool]) {
         self.depths.iter_mut().for_each(|d| *d = 0);
         match &self.index {
+            Some(index) if self.view.predicts() => {
+                let locals: Vec<u64> = prompt.iter().map(|b| b.local_hash).collect();
+                index.find_matches_predicted_into(&locals, &mut self.predicted);
+                for m in &self.predicted {
+                    self.depths[m.worker_id as usize] = m.predicted_depth;
+                }
+            }
             Some(index) => {
                 let locals: Vec<u64> = prompt.iter().map(|b| b.local_hash).collect();
                 index.find_matches_into(&locals, &mut self.matches);
@@ -301,7 +414,11 @@ mod tests {
     }
 
     fn router(policy: Policy, router_index: RouterIndex) -> Router {
-        Router::new(&SimConfig {
+        Router::new(&router_config(policy, router_index))
+    }
+
+    fn router_config(policy: Policy, router_index: RouterIndex) -> SimConfig {
+        SimConfig {
             workers: 2,
             blocks_per_worker: 8,
             length_factor: 1,
@@ -313,7 +430,71 @@ mod tests {
             engine_hash: EngineHash::Shared,
             host_blocks_per_worker: 8,
             host_weight: 0.8,
+            view: View::EventsOnly,
+            event_delay_ms: 0,
+            predict_ttl_ms: 1000,
+            event_free_ttl_ms: 120_000,
+        }
+    }
+
+    /// A kv-cost router over 2 workers of 64 blocks, under `view`, whose event-free
+    /// predictions last 100 ms.
+    fn viewing(view: View) -> Router {
+        Router::new(&SimConfig {
+            blocks_per_worker: 64,
+            host_blocks_per_worker: 0,
+            view,
+            event_free_ttl_ms: 100,
+            predict_ttl_ms: 50,
+            ..router_config(Policy::KvCost, RouterIndex::Positional)
         })
+    }
+
+    /// The depth each of the 2 workers has for `prompt` in `r`'s view.
+    fn depths(r: &mut Router, prompt: &[Block]) -> Vec<u32> {
+        let pools = [
+            BlockPool::new(Worker::new(0, 0), 1),
+            BlockPool::new(Worker::new(1, 0), 1),
+        ];
+        r.overlaps(prompt, &pools);
+        r.depths.clone()
+    }
+
+    #[test]
+    fn a_prediction_counts_for_its_worker_until_its_ttl() {
+        let prompt = chain(1, 10);
+        for (view, ttl) in [(View::PredictionsOnly, 100), (View::EventsPredictions, 50)] {
+            let mut r = viewing(view);
+            r.at(1000);
+            r.routed(1, &prompt[..6]);
+            assert_eq!(depths(&mut r, &prompt), [0, 6], "{view:?}");
+            r.at(999 + ttl);
+            assert_eq!(depths(&mut r, &prompt), [0, 6], "{view:?}: within its TTL");
+            r.at(1000 + ttl);
+            assert_eq!(depths(&mut r, &prompt), [0, 0], "{view:?}: expired at it");
+        }
+        // Events-only records nothing.
+        let mut r = viewing(View::EventsOnly);
+        r.routed(1, &prompt);
+        assert_eq!(depths(&mut r, &prompt), [0, 0]);
+    }
+
+    #[test]
+    fn the_event_free_view_ignores_events_and_the_others_read_them() {
+        let prompt = chain(1, 10);
+        let mut events = Vec::new();
+        let mut pool = BlockPool::new(Worker::new(0, 0), 16);
+        pool.acquire(None, &prompt[..4], &mut events);
+        for (view, want) in [
+            (View::EventsOnly, [4, 0]),
+            (View::EventsPredictions, [4, 7]),
+            (View::PredictionsOnly, [0, 7]),
+        ] {
+            let mut r = viewing(view);
+            events.iter().for_each(|e| r.observe(e));
+            r.routed(1, &prompt[..7]);
+            assert_eq!(depths(&mut r, &prompt), want, "{view:?}");
+        }
     }
 
     #[test]

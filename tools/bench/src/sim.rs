@@ -19,11 +19,12 @@ use kvidx::{Block, Event, Worker};
 
 use crate::block_pool::BlockPool;
 use crate::chain::{decode_chain, prompt_chain};
+use crate::delay::Delayed;
 pub use crate::engine_hash::EngineHash;
 use crate::engine_hash::Salter;
 use crate::progress;
 use crate::router::{Load, Router};
-pub use crate::router::{Policy, RouterIndex};
+pub use crate::router::{Policy, RouterIndex, View};
 use crate::trace::{Request, TRACE_BLOCK_TOKENS};
 use crate::workload::{Op, TimedOp};
 
@@ -53,6 +54,14 @@ pub struct SimConfig {
     /// What a block in host memory is worth to the tier-aware policy, relative to one on
     /// the GPU (`Policy::KvCostTiered`).
     pub host_weight: f64,
+    /// What the kv policies know of the caches: the events, predictions, or the pools.
+    pub view: View,
+    /// How long after an engine publishes an event the router's index receives it (ms).
+    pub event_delay_ms: u64,
+    /// How long a prediction lasts with events (`View::EventsPredictions`), in ms.
+    pub predict_ttl_ms: u64,
+    /// How long a prediction lasts without events (`View::PredictionsOnly`), in ms.
+    pub event_free_ttl_ms: u64,
 }
 
 /// Routing quality and event counts of one simulation.
@@ -75,6 +84,9 @@ pub struct Routing {
     pub removed_events: u64,
     /// Requests routed to the busiest worker: how evenly the policy spreads the load.
     pub max_worker_requests: u64,
+    /// Prompt tokens the chosen workers had to prefill: the prompt blocks not hit, at
+    /// `512 / length factor` tokens each.
+    pub prefill_tokens: u64,
 }
 
 impl Routing {
@@ -140,6 +152,10 @@ struct Fleet {
     pools: Vec<BlockPool>,
     load: Vec<Load>,
     router: Router,
+    /// Published events on their way to the router.
+    delayed: Delayed,
+    /// Tokens per block (`512 / length factor`).
+    block_tokens: u64,
     ops: Vec<TimedOp>,
     events: Vec<Event>,
     routing: Routing,
@@ -167,11 +183,11 @@ impl Fleet {
                 kvidx::EventData::Removed { .. } => self.routing.removed_events += 1,
                 kvidx::EventData::Cleared => {}
             }
-            self.router.observe(&event);
             self.ops.push(TimedOp {
                 t,
-                op: Op::Event(event),
+                op: Op::Event(event.clone()),
             });
+            self.delayed.publish(t, event);
         }
     }
 
@@ -181,7 +197,12 @@ impl Fleet {
             t,
             op: Op::Match(locals),
         });
+        for event in self.delayed.arrived(t) {
+            self.router.observe(&event);
+        }
+        self.router.at(t);
         let worker = self.router.choose(&prompt, &self.pools, &self.load);
+        self.router.routed(worker, &prompt);
         self.choices.push(worker as u32);
         let pool = &mut self.pools[worker];
         self.served[worker] += 1;
@@ -189,6 +210,7 @@ impl Fleet {
         self.routing.prompt_blocks += prompt.len() as u64;
         let got = pool.acquire(None, &prompt, &mut self.events);
         self.routing.hit_blocks += got.hits() as u64;
+        self.routing.prefill_tokens += (prompt.len() - got.hits()) as u64 * self.block_tokens;
         self.routing.host_hit_blocks += got.host_hits as u64;
         let referenced = got.referenced;
         self.publish(t);
@@ -244,6 +266,8 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
             .collect(),
         load: vec![Load::default(); cfg.workers],
         router: Router::new(cfg),
+        delayed: Delayed::new(cfg.event_delay_ms),
+        block_tokens: TRACE_BLOCK_TOKENS / u64::from(cfg.length_factor),
         ops: Vec::new(),
         events: Vec::new(),
         routing: Routing::default(),
@@ -326,6 +350,10 @@ mod tests {
             engine_hash: EngineHash::Shared,
             host_blocks_per_worker: 0,
             host_weight: 0.8,
+            view: View::EventsOnly,
+            event_delay_ms: 0,
+            predict_ttl_ms: 1000,
+            event_free_ttl_ms: 120_000,
         }
     }
 
@@ -841,6 +869,10 @@ mod tests {
             engine_hash: EngineHash::default(),
             host_blocks_per_worker: 0,
             host_weight: 0.8,
+            view: View::EventsOnly,
+            event_delay_ms: 0,
+            predict_ttl_ms: 1000,
+            event_free_ttl_ms: 120_000,
         };
         let out = simulate(&sample(400), &cfg);
         let dir = tempfile::tempdir().unwrap();
@@ -854,6 +886,98 @@ mod tests {
             "{:#x}",
             digest(&bytes)
         );
+    }
+
+    /// `n` requests for the same 4-id prompt, `gap_ms` apart, each ending as it starts (no
+    /// output), so load never matters and only the cached prefix does.
+    fn same_prompt(n: u64, gap_ms: u64) -> Vec<Request> {
+        (0..n)
+            .map(|i| Request {
+                timestamp: i * gap_ms,
+                input_length: 4 * 512,
+                output_length: 0,
+                hash_ids: vec![0, 1, 2, 3],
+            })
+            .collect()
+    }
+
+    /// `config` routing kv-cost under `view` with `delay` ms of event delay.
+    fn viewing(view: View, delay: u64) -> SimConfig {
+        SimConfig {
+            view,
+            event_delay_ms: delay,
+            ..config(Policy::KvCost, RouterIndex::Positional)
+        }
+    }
+
+    #[test]
+    fn events_reach_the_router_only_after_the_delay() {
+        // 8 requests 1 ms apart: every event arrives within them without a delay, none
+        // before the last with 50 ms.
+        let trace = same_prompt(8, 1);
+        let prompt = 8 * 4 * 2;
+        let hits = |view, delay| simulate(&trace, &viewing(view, delay)).routing.hit_blocks;
+        // Without a delay, the router sees the first request's blocks: the rest hit fully.
+        assert_eq!(hits(View::EventsOnly, 0), prompt - 8);
+        // With 50 ms it routes the burst blind (ties at random among 4 workers): at most
+        // 4 workers miss, so some requests hit, but far from all.
+        let late = hits(View::EventsOnly, 50);
+        assert!(late < prompt - 8, "blind routing misses: {late}");
+        // The oracle reads the pools: the delay does not matter to it.
+        assert_eq!(hits(View::Oracle, 0), prompt - 8);
+        assert_eq!(hits(View::Oracle, 50), prompt - 8);
+        // Requests 100 ms apart: the events arrive in time even with 50 ms.
+        let spaced = same_prompt(8, 100);
+        let r = simulate(&spaced, &viewing(View::EventsOnly, 50)).routing;
+        assert_eq!(r.hit_blocks, prompt - 8);
+        // 8 blocks of 256 tokens prefilled: the first request's.
+        assert_eq!(r.prefill_tokens, 8 * 256);
+    }
+
+    #[test]
+    fn predictions_keep_a_burst_together_before_its_events_arrive() {
+        let trace = same_prompt(8, 1);
+        let prompt = 8 * 4 * 2;
+        for view in [View::EventsPredictions, View::PredictionsOnly] {
+            for delay in [0, 50, 500] {
+                let r = simulate(&trace, &viewing(view, delay)).routing;
+                assert_eq!(r.hit_blocks, prompt - 8, "{view:?} at {delay} ms");
+                assert_eq!(r.max_worker_requests, 8, "{view:?}: one worker");
+            }
+        }
+    }
+
+    #[test]
+    fn the_event_free_view_forgets_a_worker_s_blocks_after_its_ttl() {
+        // Two requests 200 ms apart: within the event-free TTL the second goes where the
+        // first went and hits; beyond it the prediction is gone and it routes blind.
+        let trace = same_prompt(2, 200);
+        let run = |ttl| {
+            let cfg = SimConfig {
+                event_free_ttl_ms: ttl,
+                ..viewing(View::PredictionsOnly, 50)
+            };
+            simulate(&trace, &cfg).routing
+        };
+        assert_eq!(run(201).hit_blocks, 8, "a prediction counts within its TTL");
+        // Expired: the second request is routed blind, among 4 idle workers.
+        let expired = run(200);
+        assert_eq!(expired.requests, 2);
+        let blind = simulate(&trace, &viewing(View::EventsOnly, 500)).routing;
+        assert_eq!(expired, blind, "as a router that knows nothing");
+    }
+
+    #[test]
+    fn the_delay_changes_what_the_router_sees_not_what_the_engines_publish() {
+        // The oracle routes the same at any delay, so the published workload is the same.
+        let trace = sample(120);
+        let at = |delay| simulate(&trace, &viewing(View::Oracle, delay));
+        let (a, b) = (at(0), at(500));
+        assert_eq!(a.ops, b.ops);
+        assert_eq!(a.routing, b.routing);
+        // Through the index, a delay of 0 is the oracle's routing (the index is exact).
+        let c = simulate(&trace, &viewing(View::EventsOnly, 0));
+        assert_eq!(a.choices, c.choices);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use super::registry::Registry;
 use super::tiers::WorkerTiers;
 use super::worker_blocks::{SlotDepth, WorkerBlocks};
+use crate::identity::{mix, IDENTITY_SEED};
 use crate::model::{Block, Outcome, Tier};
 use crate::scratch::with_scratch;
 use crate::snapshot::{DecodedWorker, Exporter};
@@ -120,6 +121,26 @@ impl WorkerBlocks for RunsIndex {
 
     fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
         state.names.get(&name).map(run::Spot::key)
+    }
+
+    fn identity_of_name(&self, state: &WorkerState, name: u64) -> Option<u64> {
+        let spot = state.names.get(&name)?;
+        // The runs from the root down to the spot, and how many blocks of each lead to it.
+        let mut path = vec![(Arc::clone(&spot.run), spot.offset + 1)];
+        let mut run = Arc::clone(&spot.run);
+        while !run.is_root() {
+            let parent = run.parent.upgrade()?;
+            path.push((Arc::clone(&parent), run.hang));
+            run = parent;
+        }
+        let mut identity = IDENTITY_SEED;
+        for (run, blocks) in path.iter().rev() {
+            let state = run.state.read();
+            for &local in state.locals.iter().take(*blocks as usize) {
+                identity = mix(identity, local);
+            }
+        }
+        Some(identity)
     }
 
     fn walk_held(
