@@ -34,6 +34,7 @@ pub mod identity;
 pub mod index;
 mod indexer;
 pub mod model;
+pub mod namespace;
 mod pool;
 pub use index::reference;
 pub mod scratch;
