@@ -107,6 +107,11 @@ impl KeyDigest {
         self.0 = xxh3_64_with_seed(&input, HASH_SEED);
     }
 
+    /// Continues a digest from its value (0: no key yet).
+    pub fn resume(value: u64) -> Self {
+        Self(value)
+    }
+
     /// The digest value (0 when no key was pushed).
     pub fn value(self) -> u64 {
         self.0

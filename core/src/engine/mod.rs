@@ -25,6 +25,7 @@ mod feed;
 mod feed_state;
 mod msgpack;
 mod seq;
+mod store_keys;
 mod to_index;
 mod wire;
 
@@ -38,4 +39,5 @@ pub use feed::{
 pub use feed_state::{FeedStateError, PublisherState};
 pub use msgpack::MAX_DEPTH;
 pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};
+pub use store_keys::{StoreKeys, StoreKeysBuilder};
 pub use to_index::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};
