@@ -47,6 +47,7 @@ var lib struct {
 	snapshotWrite, snapshotRestore                                              uintptr
 	feedApplyEpochAt, feedSaveState, feedRestoreState                           uintptr
 	feedNextSeq, feedStartStats                                                 uintptr
+	hashRequest                                                                 uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -147,6 +148,8 @@ func openLibrary(candidates []string) (err error) {
 		// libHasFeedStart).
 		{"kvidx_engine_feed_next_seq", &lib.feedNextSeq},
 		{"kvidx_engine_feed_start_stats", &lib.feedStartStats},
+		// KVIDX_HAS_NAMESPACES: without it HashRequest fails with ErrLibraryUnavailable.
+		{"kvidx_hash_request", &lib.hashRequest},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0
