@@ -80,7 +80,8 @@ impl<'a> StoreKeysBuilder<'a> {
         self.entries += 1;
     }
 
-    /// Adds one key of the current entry.
+    /// Adds one key of the current entry (a key before the first [`Self::begin_entry`] makes
+    /// the store unfoldable).
     pub fn key(&mut self, key: &ExtraKey) {
         let lora = self.lora_name;
         let block_key = match key {
@@ -101,7 +102,8 @@ impl<'a> StoreKeysBuilder<'a> {
             }
         };
         self.keys.any_keys = true;
-        if self.entries > self.blocks {
+        if self.entries == 0 || self.entries > self.blocks {
+            // A key outside any entry, or in an entry past the last block.
             self.keys.unfoldable = true;
         } else {
             self.current.push(block_key);
