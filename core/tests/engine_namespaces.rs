@@ -8,9 +8,14 @@
 //! Every fixture is one request of tokens 1..=12 in blocks of 4, published as two stores
 //! (blocks 0-1, then block 2 after its parent); the image spans tokens [5, 9).
 
-use kvidx::engine::{apply_payload, ApplyOptions, ExtrasPolicy, Format, SkipCounts};
+use std::sync::Mutex;
+
+use kvidx::engine::{
+    apply_payload, decode_batch, to_events, ApplyOptions, EventSink, ExtrasPolicy, Format,
+    SkipCounts,
+};
 use kvidx::namespace::{hash_request, MultimodalSpan, Namespace};
-use kvidx::{BackendKind, Config, Indexer, Worker};
+use kvidx::{BackendKind, Config, Error, Event, Indexer, Worker};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
@@ -126,6 +131,37 @@ fn a_query_reaches_its_own_namespace_to_its_depth_and_no_other() {
                 "{name}: plain tokens"
             );
         }
+    }
+}
+
+/// Keeps the events it is given.
+#[derive(Default)]
+struct Capture(Mutex<Vec<Event>>);
+
+impl EventSink for Capture {
+    fn apply_event(&self, event: Event) -> Result<(), Error> {
+        self.0.lock().unwrap().push(event);
+        Ok(())
+    }
+}
+
+/// The fully decoded batch (every published key kept, reduced at conversion) converts to
+/// exactly the events the apply path (keys reduced while decoding) submits.
+#[test]
+fn both_decoding_paths_fold_the_same_keys() {
+    for (name, format, ..) in CASES {
+        let options = ApplyOptions::default();
+        let full = to_events(
+            &decode_batch(format, &fixture(name)).unwrap(),
+            WORKER,
+            0,
+            &options,
+        );
+        let sink = Capture::default();
+        apply_payload(&sink, format, 5, Some(0), &fixture(name), &options).unwrap();
+        let streamed = sink.0.into_inner().unwrap();
+        assert_eq!(streamed.len(), 2, "{name}");
+        assert_eq!(streamed, full.events, "{name}");
     }
 }
 
