@@ -62,8 +62,9 @@
  *   kvidx_hash_algorithm, kvidx_hash_check_stats and the kvidx_engine_feed_*hash_check*
  *   functions; KVIDX_HAS_LLMD_KEYS: llm-d's request keys, kvidx_llmd_request_keys and
  *   kvidx_engine_feed_set_llmd_keys; KVIDX_HAS_PREDICTIONS: predicted blocks, kvidx_predict,
- *   kvidx_find_matches_predicted, kvidx_new_with_predictions and the clock they expire by), so
- *   a program can test for it with #ifdef;
+ *   kvidx_find_matches_predicted, kvidx_new_with_predictions and the clock they expire by;
+ *   KVIDX_HAS_NAMESPACES: namespaced and multimodal requests, kvidx_hash_request and
+ *   KVIDX_FEED_SKIP_EXTRAS), so a program can test for it with #ifdef;
  *   a library older than the header lacks the new symbols, which the dynamic linker reports
  *   when the program starts. A change that breaks the ABI would raise KVIDX_ABI_VERSION and
  *   the SONAME (libkvidx.so.1).
@@ -140,6 +141,13 @@
  * `kvidx_prediction_stats` with `kvidx_get_prediction_stats` (additions to ABI v1).
  */
 #define KVIDX_HAS_PREDICTIONS 1
+
+/**
+ * Defined (1) when the library hashes namespaced and multimodal requests:
+ * `kvidx_namespace`, `kvidx_mm_span`, `kvidx_hash_request` and the
+ * `KVIDX_FEED_SKIP_EXTRAS` feed flag (additions to ABI v1).
+ */
+#define KVIDX_HAS_NAMESPACES 1
 
 /**
  * `dp_rank` argument: take the rank from the batch envelope (0 when the envelope has none).
@@ -312,7 +320,8 @@ typedef enum kvidx_feed_flag {
      */
     KVIDX_FEED_ALL_GROUPS = 8,
     /**
-     * Index stores whose engine hashes include extra keys by their tokens alone.
+     * Index stores whose engine hashes include extra keys by their tokens alone (default:
+     * under their namespace, or skipped when no query can name their keys).
      */
     KVIDX_FEED_HASH_TOKENS_ONLY = 16,
     /**
@@ -328,6 +337,12 @@ typedef enum kvidx_feed_flag {
      * With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on disk.
      */
     KVIDX_FEED_UNKNOWN_MEDIUM_DISK = 128,
+    /**
+     * Skip every store whose engine hashes include extra keys (cache salt, multimodal items,
+     * ...) instead of indexing it under its namespace (the default, docs/contract.md section
+     * 3.1). Not with `KVIDX_FEED_HASH_TOKENS_ONLY`. `KVIDX_HAS_NAMESPACES`.
+     */
+    KVIDX_FEED_SKIP_EXTRAS = 256,
 } kvidx_feed_flag;
 
 /**
@@ -577,6 +592,54 @@ typedef struct kvidx_stats {
 } kvidx_stats;
 
 /**
+ * A request's namespace: its LoRA adapter's name and its cache salt, opaque bytes each
+ * (`(NULL, 0)` or any empty array: none). The LoRA name seeds every block; the salt folds
+ * into the first block.
+ */
+typedef struct kvidx_namespace {
+    /**
+     * The adapter's name as the engine publishes it (`lora_name`), UTF-8 bytes.
+     */
+    const uint8_t *lora_name;
+    /**
+     * Bytes in `lora_name`.
+     */
+    size_t lora_name_len;
+    /**
+     * The request's cache salt.
+     */
+    const uint8_t *cache_salt;
+    /**
+     * Bytes in `cache_salt`.
+     */
+    size_t cache_salt_len;
+} kvidx_namespace;
+
+/**
+ * A multimodal item of a request: its identifier (opaque bytes: the engine's `mm_hash`)
+ * and the token span `[start, end)` of its placeholder tokens. It folds into every block
+ * the span overlaps; a span with `end <= start` overlaps none.
+ */
+typedef struct kvidx_mm_span {
+    /**
+     * The item's identifier bytes.
+     */
+    const uint8_t *identifier;
+    /**
+     * Bytes in `identifier`.
+     */
+    size_t identifier_len;
+    /**
+     * Index of the item's first token.
+     */
+    uint64_t start;
+    /**
+     * Index one past the item's last token.
+     */
+    uint64_t end;
+} kvidx_mm_span;
+
+/**
  * What applying one engine batch did.
  */
 typedef struct kvidx_engine_batch_result {
@@ -602,7 +665,8 @@ typedef struct kvidx_engine_batch_result {
     uint64_t skipped_filtered;
     /**
      * STORED events whose local hashes cannot be computed (no tokens, token count not
-     * `block_size * blocks`, LoRA id without a name, extra keys in the engine hash).
+     * `block_size * blocks`, LoRA id without a name, extra keys no query can name, or any
+     * extra keys under `KVIDX_FEED_SKIP_EXTRAS`).
      */
     uint64_t skipped_unhashable;
     /**
@@ -1114,6 +1178,32 @@ enum kvidx_status kvidx_hash_tokens(const uint32_t *tokens,
 enum kvidx_status kvidx_seq_hashes(const uint64_t *local_hashes, size_t n, uint64_t *out);
 
 /**
+ * Computes the local hash of every full block of `block_size` tokens of a request under its
+ * namespace (`NULL`: none) and multimodal spans (docs/contract.md section 3.1). With no
+ * namespace and no spans it equals `kvidx_hash_tokens`.
+ *
+ * On `KVIDX_OK`, `out[0 .. *out_len]` holds `num_tokens / block_size` hashes. If `out_cap` is
+ * smaller, returns `KVIDX_ERR_BUFFER_TOO_SMALL` with the count in `*out_len` and `out`
+ * untouched. `block_size == 0` is `KVIDX_ERR_INVALID_ARGUMENT`; a NULL array with a length
+ * above 0 (tokens, spans, a namespace field, an identifier) is `KVIDX_ERR_NULL_POINTER`.
+ * Thread-safe; no state.
+ *
+ * # Safety
+ * `tokens` is readable for `num_tokens` entries, `spans` for `num_spans`; `namespace` is NULL
+ * or readable, and each byte array it or a span points to is readable for its length; `out`
+ * is writable for `out_cap` entries; `out_len` is NULL or writable.
+ */
+enum kvidx_status kvidx_hash_request(const uint32_t *tokens,
+                                     size_t num_tokens,
+                                     uint32_t block_size,
+                                     const struct kvidx_namespace *namespace_,
+                                     const struct kvidx_mm_span *spans,
+                                     size_t num_spans,
+                                     uint64_t *out,
+                                     size_t out_cap,
+                                     size_t *out_len);
+
+/**
  * Returns a static, NUL-terminated description of a status code; never NULL, also for
  * unknown codes. The caller must not free it.
  */
@@ -1180,10 +1270,12 @@ enum kvidx_status kvidx_apply_engine_batch_at(const struct kvidx_indexer *indexe
 /**
  * Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
  * (the recommended reaction without a replay socket: clear the worker on gaps and on
- * restarts; GPU medium and group 0 only; stores with extra keys skipped) or a bitwise OR of
- * `kvidx_feed_flag` values.
+ * restarts; GPU medium and group 0 only; stores with extra keys indexed under their
+ * namespace, docs/contract.md section 3.1) or a bitwise OR of `kvidx_feed_flag` values.
  *
- * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit,
+ * Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit, or two flags that
+ * exclude each other (two `KVIDX_FEED_UNKNOWN_MEDIUM_*`; `KVIDX_FEED_HASH_TOKENS_ONLY` with
+ * `KVIDX_FEED_SKIP_EXTRAS`),
  * `KVIDX_ERR_NULL_POINTER` for a NULL `out`. Release the feed with `kvidx_engine_feed_free`.
  *
  * # Safety

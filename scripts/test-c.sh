@@ -88,7 +88,7 @@ build_and_run() { # NAME LINKAGE: compile tests/c/NAME.c, link it LINKAGE-ly, ru
   "$exe"
 }
 for name in test_api test_semantics test_threads test_snapshots test_feed_state test_feed_start \
-  test_hash_check test_predictions; do
+  test_hash_check test_predictions test_namespaces; do
   for linkage in shared static; do
     step "$name ($linkage, ASan+UBSan+LSan)" build_and_run "$name" "$linkage"
   done

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Engine KV events (core/src/engine): the fixture generator reproduces the committed byte fixtures,
+# Engine KV events (core/src/engine): the fixture generators reproduce the committed byte fixtures
+# (the salted, LoRA and multimodal ones from vLLM's and SGLang's own code, with the venv of
+# scripts/vllm-venv.sh),
 # the decoder/apply tests pass, decoding memory stays within its per-byte bounds (and the largest
 # payload decodes under a 2 GiB address-space limit), the fuzz properties hold under a 1 GiB limit
 # (an allocation sized by a hostile length prefix would abort), and the ZMQ subscriber example
@@ -25,9 +27,15 @@ trap 'rm -rf "$tmp"' EXIT
 "$py" scripts/gen_engine_fixtures.py --out "$tmp/fixtures"
 diff -r "$tmp/fixtures" tests/fixtures/engine
 echo "fixtures: $(ls tests/fixtures/engine | wc -l) identical"
+echo "== engine: salted, LoRA and multimodal fixtures regenerate byte-identically from the engines' code"
+vllm_python=$(bash scripts/vllm-venv.sh)
+"$vllm_python" scripts/gen_engine_namespace_fixtures.py --out "$tmp/namespaces"
+diff -r "$tmp/namespaces" tests/fixtures/engine-namespaces
+echo "fixtures: $(ls tests/fixtures/engine-namespaces | wc -l) identical"
 
-echo "== engine: decoder and apply tests"
-cargo test -q -p kvidx --test engine_decode --test engine_apply 2>&1 | grep -E '^test result|FAILED|panicked'
+echo "== engine: decoder and apply tests (namespaces end to end included)"
+cargo test -q -p kvidx --test engine_decode --test engine_apply --test engine_namespaces 2>&1 |
+  grep -E '^test result|FAILED|panicked'
 
 echo "== engine: fuzz (proptest, ${ENGINE_FUZZ_CASES:-2000} cases per property, 1 GiB limit)"
 fuzz_bin=$(cargo test -q -p kvidx --no-run --test engine_fuzz --message-format=json 2>/dev/null |
@@ -140,7 +148,6 @@ echo "== engine: command lines (--help on stdout, exit 0) and the publish mode s
 cargo test -q --manifest-path "$manifest" --target-dir "$target" --test cli --test publish 2>&1 | grep -E '^test result|FAILED|panicked'
 
 echo "== engine: JetStream bridge against a real nats-server (order, headers, dedup, restart, freeze, lost ack, byte cap, replay, vLLM's publisher)"
-vllm_python=$(bash scripts/vllm-venv.sh)
 KVIDX_VLLM_PYTHON="$vllm_python" \
   cargo test -q --manifest-path "$manifest" --target-dir "$target" --test bridge -- --nocapture 2>&1 |
   grep -E '^test result|FAILED|panicked|SKIPPED|every_batch_once:|nats restart:|frozen server:|byte cap:|lost ack:|replay:|late bridge:|engine restart:'

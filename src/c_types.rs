@@ -336,7 +336,8 @@ pub enum kvidx_feed_flag {
     KVIDX_FEED_ALL_MEDIA = 4,
     /// Index every KV-cache group, not only group 0.
     KVIDX_FEED_ALL_GROUPS = 8,
-    /// Index stores whose engine hashes include extra keys by their tokens alone.
+    /// Index stores whose engine hashes include extra keys by their tokens alone (default:
+    /// under their namespace, or skipped when no query can name their keys).
     KVIDX_FEED_HASH_TOKENS_ONLY = 16,
     /// With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on the device
     /// (default: on `KVIDX_TIER_EXTERNAL`). At most one `KVIDX_FEED_UNKNOWN_MEDIUM_*` flag.
@@ -345,6 +346,10 @@ pub enum kvidx_feed_flag {
     KVIDX_FEED_UNKNOWN_MEDIUM_HOST = 64,
     /// With `KVIDX_FEED_ALL_MEDIA`: a medium the decoder does not know is on disk.
     KVIDX_FEED_UNKNOWN_MEDIUM_DISK = 128,
+    /// Skip every store whose engine hashes include extra keys (cache salt, multimodal items,
+    /// ...) instead of indexing it under its namespace (the default, docs/contract.md section
+    /// 3.1). Not with `KVIDX_FEED_HASH_TOKENS_ONLY`. `KVIDX_HAS_NAMESPACES`.
+    KVIDX_FEED_SKIP_EXTRAS = 256,
 }
 
 /// The opaque handle of an indexer (`kvidx_new`, `kvidx_free`).

@@ -45,7 +45,12 @@ const KNOWN_FLAGS: u32 = kvidx_feed_flag::KVIDX_FEED_NO_CLEAR_ON_GAP as u32
     | kvidx_feed_flag::KVIDX_FEED_ALL_MEDIA as u32
     | kvidx_feed_flag::KVIDX_FEED_ALL_GROUPS as u32
     | kvidx_feed_flag::KVIDX_FEED_HASH_TOKENS_ONLY as u32
+    | kvidx_feed_flag::KVIDX_FEED_SKIP_EXTRAS as u32
     | UNKNOWN_MEDIUM_FLAGS;
+
+/// The flags that say what to do with stores with extra keys (at most one of them).
+const EXTRAS_FLAGS: u32 = kvidx_feed_flag::KVIDX_FEED_HASH_TOKENS_ONLY as u32
+    | kvidx_feed_flag::KVIDX_FEED_SKIP_EXTRAS as u32;
 
 /// The flags that say which tier an unknown medium is on (at most one of them).
 const UNKNOWN_MEDIUM_FLAGS: u32 = kvidx_feed_flag::KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE as u32
@@ -67,7 +72,8 @@ pub struct kvidx_engine_batch_result {
     /// Engine events filtered out by medium or KV-cache group.
     pub skipped_filtered: u64,
     /// STORED events whose local hashes cannot be computed (no tokens, token count not
-    /// `block_size * blocks`, LoRA id without a name, extra keys in the engine hash).
+    /// `block_size * blocks`, LoRA id without a name, extra keys no query can name, or any
+    /// extra keys under `KVIDX_FEED_SKIP_EXTRAS`).
     pub skipped_unhashable: u64,
     /// GAP and RESTART: the sequence number that was expected.
     pub seq_expected: u64,
@@ -341,10 +347,12 @@ unsafe fn apply_batch(
 
 /// Creates an engine feed for one wire format (a `kvidx_engine_format` value). `flags` is 0
 /// (the recommended reaction without a replay socket: clear the worker on gaps and on
-/// restarts; GPU medium and group 0 only; stores with extra keys skipped) or a bitwise OR of
-/// `kvidx_feed_flag` values.
+/// restarts; GPU medium and group 0 only; stores with extra keys indexed under their
+/// namespace, docs/contract.md section 3.1) or a bitwise OR of `kvidx_feed_flag` values.
 ///
-/// Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit,
+/// Returns `KVIDX_ERR_INVALID_ARGUMENT` for an unknown `format` or flag bit, or two flags that
+/// exclude each other (two `KVIDX_FEED_UNKNOWN_MEDIUM_*`; `KVIDX_FEED_HASH_TOKENS_ONLY` with
+/// `KVIDX_FEED_SKIP_EXTRAS`),
 /// `KVIDX_ERR_NULL_POINTER` for a NULL `out`. Release the feed with `kvidx_engine_feed_free`.
 ///
 /// # Safety
@@ -359,7 +367,10 @@ pub unsafe extern "C" fn kvidx_engine_feed_new(
         use kvidx_feed_flag::*;
         args::required(out)?;
         let format = format_of(format)?;
-        if flags & !KNOWN_FLAGS != 0 || (flags & UNKNOWN_MEDIUM_FLAGS).count_ones() > 1 {
+        if flags & !KNOWN_FLAGS != 0
+            || (flags & UNKNOWN_MEDIUM_FLAGS).count_ones() > 1
+            || (flags & EXTRAS_FLAGS).count_ones() > 1
+        {
             return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
         }
         let on = |flag: kvidx_feed_flag| flags & flag as u32 != 0;
@@ -374,6 +385,9 @@ pub unsafe extern "C" fn kvidx_engine_feed_new(
         }
         if on(KVIDX_FEED_HASH_TOKENS_ONLY) {
             config.options.extras = ExtrasPolicy::HashTokensOnly;
+        }
+        if on(KVIDX_FEED_SKIP_EXTRAS) {
+            config.options.extras = ExtrasPolicy::Skip;
         }
         for (flag, tier) in [
             (KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE, Tier::Device),
@@ -866,8 +880,13 @@ mod tests {
         // SAFETY: valid pointers throughout; the feed and handle are freed once at the end.
         unsafe {
             assert_eq!(
-                kvidx_engine_feed_new(0, 256, &mut feed),
+                kvidx_engine_feed_new(0, 512, &mut feed),
                 kvidx_status::KVIDX_ERR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                kvidx_engine_feed_new(0, 16 | 256, &mut feed),
+                kvidx_status::KVIDX_ERR_INVALID_ARGUMENT,
+                "tokens only and skip"
             );
             assert_eq!(
                 kvidx_engine_feed_new(0, 32 | 128, &mut feed),

@@ -29,16 +29,9 @@ pub unsafe extern "C" fn kvidx_hash_tokens(
         args::required(out_len)?;
         args::check_array(tokens, num_tokens)?;
         args::check_array(out, out_cap)?;
-        if block_size == 0 {
-            return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
-        }
         let block = block_size as usize;
-        let needed = num_tokens / block;
-        if needed > out_cap {
-            // SAFETY: `out_len` is non-NULL and aligned (checked) and writable (caller).
-            unsafe { out_len.write(needed) };
-            return Err(kvidx_status::KVIDX_ERR_BUFFER_TOO_SMALL);
-        }
+        // SAFETY: `out_len` is non-NULL and aligned (checked) and writable (caller).
+        let needed = unsafe { blocks_fitting(num_tokens, block_size, out_cap, out_len) }?;
         for i in 0..needed {
             // SAFETY: block `i` lies inside the `num_tokens` readable tokens (i * block + block
             // <= num_tokens); the slice ends before `out` is written, so overlap is harmless.
@@ -82,4 +75,28 @@ pub unsafe extern "C" fn kvidx_seq_hashes(
         }
         Ok(())
     })
+}
+
+/// The number of full blocks of `block_size` in `num_tokens` tokens, checked against an output
+/// array of `out_cap` hashes: `KVIDX_ERR_INVALID_ARGUMENT` for `block_size == 0`,
+/// `KVIDX_ERR_BUFFER_TOO_SMALL` with the count written to `*out_len` when it exceeds `out_cap`.
+///
+/// # Safety
+/// `out_len` is non-NULL, aligned and writable.
+pub(crate) unsafe fn blocks_fitting(
+    num_tokens: usize,
+    block_size: u32,
+    out_cap: usize,
+    out_len: *mut usize,
+) -> Result<usize, kvidx_status> {
+    if block_size == 0 {
+        return Err(kvidx_status::KVIDX_ERR_INVALID_ARGUMENT);
+    }
+    let needed = num_tokens / block_size as usize;
+    if needed > out_cap {
+        // SAFETY: non-NULL, aligned and writable (caller).
+        unsafe { out_len.write(needed) };
+        return Err(kvidx_status::KVIDX_ERR_BUFFER_TOO_SMALL);
+    }
+    Ok(needed)
 }

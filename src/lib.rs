@@ -27,6 +27,8 @@ mod queries;
 
 mod hashing;
 
+mod request_hash;
+
 mod info;
 
 mod engine;
@@ -132,6 +134,7 @@ pub use predictions::{
 };
 pub use queries::{kvidx_find_matches, kvidx_get_stats};
 pub use replica::{kvidx_apply_events_at, kvidx_get_replica_stats, kvidx_watermark};
+pub use request_hash::{kvidx_hash_request, kvidx_mm_span, kvidx_namespace, KVIDX_HAS_NAMESPACES};
 pub use snapshots::{
     kvidx_snapshot_restore, kvidx_snapshot_restore_file, kvidx_snapshot_write,
     kvidx_snapshot_write_file,

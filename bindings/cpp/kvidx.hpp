@@ -59,12 +59,11 @@
 #include <istream>
 #include <limits>
 #include <ostream>
+#include <string_view>
 #endif
 #include <memory>
 #include <optional>
-#if defined(KVIDX_HAS_HASH_CHECK) || defined(KVIDX_HAS_LLMD_KEYS)
 #include <string_view>
-#endif
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -432,6 +431,61 @@ class TieredMatchBuffer {
   return out;
 }
 
+#if defined(KVIDX_HAS_NAMESPACES)
+/// A request's namespace (docs/contract.md section 3.1): the LoRA adapter's name seeds every
+/// block, the cache salt folds into the first block. Views of the caller's bytes; empty means
+/// none, so a default Namespace hashes exactly like hash_tokens.
+struct Namespace {
+  std::string_view lora_name;   ///< The adapter's name as the engine publishes it.
+  std::string_view cache_salt;  ///< The request's cache salt.
+};
+
+/// A multimodal item of a request: its identifier (the engine's mm_hash) and the token span
+/// [start, end) of its placeholder tokens; it folds into every block the span overlaps.
+struct MultimodalSpan {
+  std::string_view identifier;  ///< The item's identifier bytes (a view).
+  std::uint64_t start = 0;      ///< Index of the item's first token.
+  std::uint64_t end = 0;        ///< Index one past its last token.
+};
+
+/// Hashes a request into one local hash per full block of `block_size` tokens under its
+/// namespace and multimodal spans (docs/contract.md section 3.1), written to `out` (resized
+/// to the number of full blocks): what a router queries with to reach exactly the blocks
+/// engines stored for the same adapter, salt and inputs.
+[[nodiscard]] inline Status hash_request(Span<std::uint32_t> tokens, std::uint32_t block_size,
+                                         const Namespace& ns, Span<MultimodalSpan> spans,
+                                         std::vector<std::uint64_t>& out) {
+  if (block_size == 0) return Status(Errc::invalid_argument);
+  const auto bytes = [](std::string_view v) {
+    return reinterpret_cast<const std::uint8_t*>(v.data());
+  };
+  const kvidx_namespace c_ns{bytes(ns.lora_name), ns.lora_name.size(), bytes(ns.cache_salt),
+                             ns.cache_salt.size()};
+  std::vector<kvidx_mm_span> c_spans;
+  c_spans.reserve(spans.size());
+  for (const MultimodalSpan& m : spans) {
+    c_spans.push_back(kvidx_mm_span{bytes(m.identifier), m.identifier.size(), m.start, m.end});
+  }
+  out.resize(tokens.size() / block_size);
+  std::size_t len = 0;
+  const Status s = Status::from_c(kvidx_hash_request(tokens.data(), tokens.size(), block_size,
+                                                     &c_ns, c_spans.data(), c_spans.size(),
+                                                     out.data(), out.size(), &len));
+  out.resize(s.ok() ? len : 0);
+  return s;
+}
+
+/// Same as hash_request(tokens, block_size, ns, spans, out), returning a new vector.
+[[nodiscard]] inline Result<std::vector<std::uint64_t>> hash_request(
+    Span<std::uint32_t> tokens, std::uint32_t block_size, const Namespace& ns,
+    Span<MultimodalSpan> spans = {}) {
+  std::vector<std::uint64_t> out;
+  const Status s = hash_request(tokens, block_size, ns, spans, out);
+  if (!s) return s;
+  return out;
+}
+#endif  // KVIDX_HAS_NAMESPACES
+
 /// Computes the sequence hash chain of `local_hashes` (hashing contract) into `out`
 /// (resized to the same length).
 [[nodiscard]] inline Status seq_hashes(Span<std::uint64_t> local_hashes,
@@ -513,7 +567,8 @@ enum class SeqStatus : std::uint32_t {
 
 /// Options of an EngineFeed (KVIDX_FEED_*); combine them with `|`. FeedFlags::none is the
 /// recommended reaction without a replay socket: clear the worker on gaps and restarts, index
-/// the GPU medium and KV-cache group 0 only, skip stores whose engine hashes have extra keys.
+/// the GPU medium and KV-cache group 0 only, index stores whose engine hashes have a cache salt
+/// or multimodal keys under their namespace (hash_request).
 enum class FeedFlags : std::uint32_t {
   none = 0,                                              ///< The defaults above.
   no_clear_on_gap = KVIDX_FEED_NO_CLEAR_ON_GAP,          ///< The caller replays missed batches.
@@ -527,6 +582,11 @@ enum class FeedFlags : std::uint32_t {
   unknown_medium_device = KVIDX_FEED_UNKNOWN_MEDIUM_DEVICE,
   unknown_medium_host = KVIDX_FEED_UNKNOWN_MEDIUM_HOST,  ///< ... is on Tier::host.
   unknown_medium_disk = KVIDX_FEED_UNKNOWN_MEDIUM_DISK,  ///< ... is on Tier::disk.
+#endif
+#if defined(KVIDX_HAS_NAMESPACES)
+  /// Skip every store with extra keys instead of indexing it under its namespace (not with
+  /// hash_tokens_only).
+  skip_extras = KVIDX_FEED_SKIP_EXTRAS,
 #endif
 };
 /// The union of two flag sets.

@@ -80,8 +80,8 @@ func (s SeqStatus) String() string {
 
 // FeedFlags are the options of an [EngineFeed]; combine them with |. The zero value is the
 // recommended reaction without a replay socket: clear the worker on gaps and on restarts,
-// index the GPU medium and KV-cache group 0 only, skip stores whose engine hashes mix in
-// more than the tokens (and LoRA name).
+// index the GPU medium and KV-cache group 0 only, index stores whose engine hashes mix in
+// a cache salt or multimodal items under their namespace (see [HashRequest]).
 type FeedFlags uint32
 
 const (
@@ -94,7 +94,7 @@ const (
 	// FeedAllGroups indexes every KV-cache group, not only group 0.
 	FeedAllGroups FeedFlags = 8
 	// FeedHashTokensOnly indexes stores whose engine hashes include extra keys by their
-	// tokens alone.
+	// tokens alone (default: under their namespace, see [HashRequest]).
 	FeedHashTokensOnly FeedFlags = 16
 	// FeedUnknownMediumDevice, with FeedAllMedia, puts the blocks of a medium the decoder does
 	// not know on [TierDevice] (the default is [TierExternal]). At most one FeedUnknownMedium*
@@ -104,6 +104,10 @@ const (
 	FeedUnknownMediumHost FeedFlags = 64
 	// FeedUnknownMediumDisk, with FeedAllMedia, puts an unknown medium on [TierDisk].
 	FeedUnknownMediumDisk FeedFlags = 128
+	// FeedSkipExtras skips every store whose engine hashes include extra keys (cache salt,
+	// multimodal items, ...) instead of indexing it under its namespace. Not with
+	// FeedHashTokensOnly ([ErrInvalidArgument]). Needs KVIDX_HAS_NAMESPACES.
+	FeedSkipExtras FeedFlags = 256
 )
 
 // EngineBatchResult says what applying one engine batch did.
@@ -122,7 +126,7 @@ type EngineBatchResult struct {
 	SkippedFiltered uint64
 	// SkippedUnhashable counts stores whose local hashes cannot be computed (no tokens, a
 	// token count that is not block size times blocks, a LoRA id without a name, extra keys
-	// in the engine hash unless [FeedHashTokensOnly]).
+	// no query can name, or any extra keys with [FeedSkipExtras]).
 	SkippedUnhashable uint64
 	// SeqExpected is, for [SeqGap] and [SeqRestart], the sequence number that was expected.
 	SeqExpected uint64

@@ -69,6 +69,7 @@ var feedFlagNames = []struct {
 	{FeedUnknownMediumDevice, "FeedUnknownMediumDevice"},
 	{FeedUnknownMediumHost, "FeedUnknownMediumHost"},
 	{FeedUnknownMediumDisk, "FeedUnknownMediumDisk"},
+	{FeedSkipExtras, "FeedSkipExtras"},
 }
 
 // String returns the set flags joined by "|" (unknown bits as a hex number), or "0".

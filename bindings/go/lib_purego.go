@@ -51,6 +51,7 @@ var lib struct {
 	feedHashCheckTotals, llmdRequestKeys, feedSetLlmdKeys                       uintptr
 	newWithPredictions, predict, findMatchesPredicted, now, setTime             uintptr
 	advanceTime, getPredictionStats                                             uintptr
+	hashRequest                                                                 uintptr
 	configDefault                                                               func() cConfig
 	statusStr                                                                   func(uint32) string
 	version                                                                     func() string
@@ -168,6 +169,8 @@ func openLibrary(candidates []string) (err error) {
 		{"kvidx_set_time", &lib.setTime},
 		{"kvidx_advance_time", &lib.advanceTime},
 		{"kvidx_get_prediction_stats", &lib.getPredictionStats},
+		// KVIDX_HAS_NAMESPACES: without it HashRequest fails with ErrLibraryUnavailable.
+		{"kvidx_hash_request", &lib.hashRequest},
 	} {
 		if *s.dst, err = purego.Dlsym(h, s.name); err != nil {
 			*s.dst = 0

@@ -36,6 +36,7 @@ pub mod index;
 mod indexer;
 pub mod llmd;
 pub mod model;
+pub mod namespace;
 mod pool;
 pub mod predictions;
 pub use index::reference;

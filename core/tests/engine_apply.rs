@@ -7,6 +7,7 @@ use kvidx::engine::{
     EngineFeed, ExtrasPolicy, FeedConfig, FeedError, Format, MediaFilter, SeqStatus, SkipCounts,
 };
 use kvidx::hashing::{hash_tokens, hash_tokens_with_seed, lora_seed};
+use kvidx::namespace::{hash_request, Namespace};
 use kvidx::{BackendKind, Config, Indexer, Match, Worker};
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -162,10 +163,29 @@ fn sglang_signed_hashes_link_parents() {
     let batch = decode_batch(Format::Sglang, &fixture("sglang_map")).unwrap();
     let w = Worker::new(3, 1);
     let report = apply_batch(&indexer, &batch, w, 0, &ApplyOptions::default()).unwrap();
-    // GPU store, medium-less store (parent -2), CPU_PINNED filtered, salted skipped.
+    // GPU store, medium-less store (parent -2), CPU_PINNED filtered, salted store indexed
+    // under its salt: reached by a query with the salt only.
     assert_eq!(report.skipped.filtered, 1);
-    assert_eq!(report.skipped.unhashable, 1);
+    assert_eq!(report.skipped.unhashable, 0);
     assert_eq!(report.events_rejected, 0);
+    let salted = Namespace {
+        lora_name: b"",
+        cache_salt: b"salty",
+    };
+    let tail = tokens(9..=12);
+    let indexer = sync_indexer();
+    apply_prefix(&indexer, &batch, 4, w); // up to the salted store
+    assert_eq!(depth(&indexer, &hash_request(&tail, 4, &salted, &[]), w), 1);
+    assert_eq!(depth(&indexer, &hash_tokens(&tail, 4), w), 0);
+    let skip = ApplyOptions {
+        extras: ExtrasPolicy::Skip,
+        ..ApplyOptions::default()
+    };
+    let report = apply_batch(&sync_indexer(), &batch, w, 0, &skip).unwrap();
+    assert_eq!(
+        report.skipped.unhashable, 1,
+        "the old policy skips the salted store"
+    );
     let indexer = sync_indexer();
     apply_prefix(&indexer, &batch, 2, w);
     assert_eq!(depth(&indexer, &hash_tokens(&tokens(1..=12), 4), w), 3);

@@ -48,7 +48,8 @@ func (b *routeBody) done() {
 // routeDecoder reads a POST /route body as a stream: the body is never held whole, only the
 // decoded ids, which grow under the request's reservation. It accepts exactly what
 // strictUnmarshal into a *routeRequest accepts (an object with token_ids and local_hashes,
-// each null or an array of integers in range; unknown fields and trailing data refused), with
+// each null or an array of integers in range, and lora_name, cache_salt and mm_spans;
+// unknown fields and trailing data refused), with
 // messages in the same terms; a read error (too large, too slow) is returned as it is.
 type routeDecoder struct {
 	r   *bufio.Reader
@@ -200,6 +201,12 @@ func (d *routeDecoder) body(out *routeBody) error {
 		case "local_hashes":
 			out.hashes = hashBufs.Get().(*[]uint64)
 			out.req.LocalHashes, err = decodeIDs(d, key, out.hashes)
+		case "lora_name":
+			err = d.small(&out.req.LoRAName)
+		case "cache_salt":
+			err = d.small(&out.req.CacheSalt)
+		case "mm_spans":
+			err = d.small(&out.req.MMSpans)
 		default:
 			return fmt.Errorf("unknown field %q", key)
 		}
@@ -218,6 +225,77 @@ func (d *routeDecoder) body(out *routeBody) error {
 			}
 		default:
 			return d.syntaxError(c, "after object key:value pair")
+		}
+	}
+}
+
+// small decodes the next value into v as strictUnmarshal would: for the fields that are not
+// id arrays (a namespace, multimodal spans), read whole under the request's reservation.
+func (d *routeDecoder) small(v any) error {
+	raw, err := d.rawValue()
+	defer d.res.give(int64(cap(raw)))
+	if err != nil {
+		return err
+	}
+	return strictUnmarshal(raw, v)
+}
+
+// rawValue reads the bytes of the next JSON value (syntax is left to strictUnmarshal): an
+// object or array up to its matching close, a string up to its closing quote, anything else
+// up to the next delimiter, which is left unread.
+func (d *routeDecoder) rawValue() ([]byte, error) {
+	raw := make([]byte, 0, 64)
+	if err := d.res.take(int64(cap(raw))); err != nil {
+		return nil, err
+	}
+	push := func(c byte) error {
+		if len(raw) == cap(raw) { // double, exactly: cap(raw) is what is reserved
+			if err := d.res.take(int64(cap(raw))); err != nil {
+				return err
+			}
+			raw = append(make([]byte, 0, 2*cap(raw)), raw...)
+		}
+		raw = append(raw, c)
+		return nil
+	}
+	c, err := d.next()
+	if err != nil {
+		return raw, err
+	}
+	depth, inString, escaped := 0, false, false
+	for {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			_ = d.r.UnreadByte()
+			d.off--
+			return raw, nil
+		}
+		if depth < 0 { // the close of the enclosing object: not part of the value
+			_ = d.r.UnreadByte()
+			d.off--
+			return raw, nil
+		}
+		if err := push(c); err != nil {
+			return raw, err
+		}
+		if depth == 0 && !inString && (c == '"' || c == '}' || c == ']') {
+			return raw, nil
+		}
+		if c, err = d.byte_(); err != nil {
+			return raw, err
 		}
 	}
 }

@@ -46,11 +46,56 @@ type server struct {
 	beforeApply func(workers []workerKey)
 }
 
-// routeRequest is the body of POST /route: token ids (hashed with the router's block size)
-// or the request's local block hashes.
+// routeRequest is the body of POST /route: token ids (hashed with the router's block size,
+// under the request's namespace and multimodal spans when given) or the request's local
+// block hashes.
 type routeRequest struct {
 	TokenIDs    []uint32 `json:"token_ids"`
 	LocalHashes []uint64 `json:"local_hashes"`
+	// LoRAName and CacheSalt are the request's namespace (docs/contract.md section 3.1).
+	LoRAName  string `json:"lora_name"`
+	CacheSalt string `json:"cache_salt"`
+	// MMSpans are the request's multimodal items.
+	MMSpans []mmSpan `json:"mm_spans"`
+}
+
+// mmSpan is a multimodal item of a POST /route request: the engine's identifier of the item
+// and the token span [start, end) of its placeholder tokens.
+type mmSpan struct {
+	Identifier string `json:"identifier"`
+	Start      uint64 `json:"start"`
+	End        uint64 `json:"end"`
+}
+
+// namespaced says whether the request names a namespace or multimodal spans.
+func (rr *routeRequest) namespaced() bool {
+	return rr.LoRAName != "" || rr.CacheSalt != "" || rr.MMSpans != nil
+}
+
+// checkSpans refuses spans without an identifier or with end <= start.
+func (rr *routeRequest) checkSpans() error {
+	for i, sp := range rr.MMSpans {
+		switch {
+		case sp.Identifier == "":
+			return fmt.Errorf("mm_spans[%d]: identifier is empty", i)
+		case sp.End <= sp.Start:
+			return fmt.Errorf("mm_spans[%d]: end %d is not above start %d", i, sp.End, sp.Start)
+		}
+	}
+	return nil
+}
+
+// hash computes the local hashes of the request's tokens under its namespace and spans.
+func (rr *routeRequest) hash(blockSize uint32) ([]uint64, error) {
+	if !rr.namespaced() {
+		return kvidx.HashTokens(rr.TokenIDs, blockSize)
+	}
+	spans := make([]kvidx.MultimodalSpan, len(rr.MMSpans))
+	for i, sp := range rr.MMSpans {
+		spans[i] = kvidx.MultimodalSpan{Identifier: []byte(sp.Identifier), Start: sp.Start, End: sp.End}
+	}
+	ns := kvidx.Namespace{LoRAName: []byte(rr.LoRAName), CacheSalt: []byte(rr.CacheSalt)}
+	return kvidx.HashRequest(rr.TokenIDs, blockSize, ns, spans)
 }
 
 // eventsResponse is the body of a successful POST /events. With ?wait=1 it also says what
@@ -443,6 +488,10 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 	case len(rr.TokenIDs) > 0 && len(rr.TokenIDs) < int(s.blockSize):
 		err = fmt.Errorf("token_ids: %d tokens make no full block of %d (a partial block is never cached)",
 			len(rr.TokenIDs), s.blockSize)
+	case rr.LocalHashes != nil && rr.namespaced():
+		err = errors.New("lora_name, cache_salt and mm_spans go with token_ids (local_hashes are already hashed)")
+	default:
+		err = rr.checkSpans()
 	}
 	if err != nil {
 		s.badRequest(w, err)
@@ -454,7 +503,7 @@ func (s *server) postRoute(w http.ResponseWriter, req *http.Request) {
 			s.failRead(w, err)
 			return
 		}
-		if q, err = kvidx.HashTokens(rr.TokenIDs, s.blockSize); err != nil {
+		if q, err = rr.hash(s.blockSize); err != nil {
 			s.badRequest(w, err)
 			return
 		}

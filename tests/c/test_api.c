@@ -422,7 +422,7 @@ static void engine_payload_statuses(void) {
     CHECK_EQ(r.events_decoded, 0);
 
     kvidx_engine_feed *feed = NULL;
-    CHECK_EQ(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, 256, &feed), KVIDX_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM, 512, &feed), KVIDX_ERR_INVALID_ARGUMENT);
     /* At most one tier for unknown media. */
     CHECK_EQ(kvidx_engine_feed_new(KVIDX_ENGINE_VLLM,
                                    KVIDX_FEED_UNKNOWN_MEDIUM_HOST | KVIDX_FEED_UNKNOWN_MEDIUM_DISK,

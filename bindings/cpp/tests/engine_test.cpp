@@ -425,8 +425,9 @@ TEST(EngineFeedTest, MalformedBatchIsNotRecordedAndBadArgumentsAreRefused) {
   EXPECT_EQ(st->batches, 2u);
 
   EXPECT_EQ(EngineFeed::create(static_cast<EngineFormat>(3)).status(), Errc::invalid_argument);
-  // 64 became FeedFlags::unknown_medium_host with storage tiers; 256 is the first unused bit.
-  for (const std::uint32_t bit : {256u, 1u << 31}) {
+  // 64 became FeedFlags::unknown_medium_host with storage tiers, 256 FeedFlags::skip_extras
+  // with namespaces; 512 is the first unused bit.
+  for (const std::uint32_t bit : {512u, 1u << 31}) {
     EXPECT_EQ(EngineFeed::create(EngineFormat::vllm, static_cast<FeedFlags>(bit)).status(),
               Errc::invalid_argument)
         << bit;

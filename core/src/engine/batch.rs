@@ -3,6 +3,8 @@
 
 use crate::model::Tier;
 
+use super::store_keys::StoreKeys;
+
 /// Which engine published a payload. Decides the positional layout of array-encoded events;
 /// map-encoded events are decoded by field name for every engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,10 +98,16 @@ pub struct BlockStored {
     pub lora_id: Option<i64>,
     /// Where the blocks live; `None` when the engine did not say (older engines: GPU).
     pub medium: Option<Medium>,
-    /// Adapter name; the local hashes use the LoRA seed when it is set.
+    /// Adapter name; the local hashes use the LoRA seed when it is set (both engines).
     pub lora_name: Option<String>,
-    /// Per-block hash inputs (vLLM 0.33: LoRA name, multimodal items, salt, embeds digests).
+    /// Per-block hash inputs (vLLM 0.33: LoRA name, multimodal items, salt, embeds digests),
+    /// as published. `None` when absent, and when decoded for the index only (see `keys`).
     pub extra_keys: Option<Vec<Option<Vec<ExtraKey>>>>,
+    /// `extra_keys` reduced to what the index folds into local hashes, set instead of
+    /// `extra_keys` when a payload is decoded for the index only (the apply path); `None`
+    /// otherwise, in which case the conversion derives it from `extra_keys`
+    /// ([`StoreKeys::of_extra_keys`]).
+    pub keys: Option<StoreKeys>,
     /// KV-cache group (hybrid memory allocator); `None` when not published.
     pub group_idx: Option<u32>,
     /// KV-cache spec kind of the group (`full_attention`, `sliding_window`, ...).
@@ -114,7 +122,8 @@ pub struct BlockStored {
     pub session_id: Option<String>,
     /// Tokens beyond each block mixed into its hash (vLLM 0.33 lookahead hashing).
     pub lookahead_token_ids: Option<Vec<Vec<u32>>>,
-    /// SGLang's cache salt (baked into its hashes).
+    /// SGLang's cache salt: every store of a salted request carries it; its hashes live in
+    /// the salt's namespace.
     pub cache_salt: Option<String>,
 }
 

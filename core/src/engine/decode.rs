@@ -13,6 +13,7 @@ use super::batch::{
 };
 use super::error::DecodeError;
 use super::msgpack::{Reader, Value};
+use super::store_keys::{StoreKeys, StoreKeysBuilder};
 use super::wire::{self, At, Fields, VLLM_STORED};
 
 /// The largest payload the decoder accepts (32 MiB); larger ones are
@@ -65,10 +66,10 @@ pub fn decode_batch(format: Format, payload: &[u8]) -> Result<DecodedBatch, Deco
 pub(crate) enum Detail {
     /// Everything the wire format defines ([`decode_batch`], [`BatchEvents::open`]).
     Full,
-    /// What the conversion to index events reads: `extra_keys` and `lookahead_token_ids` keep
-    /// only their first entry that makes the engine's hash cover more than the tokens and the
-    /// LoRA name (every entry is still read and type-checked), so a long list of tiny entries
-    /// costs nothing.
+    /// What the conversion to index events reads: `extra_keys` is reduced to one key digest
+    /// per block ([`BlockStored::keys`]) and `lookahead_token_ids` keeps only its first
+    /// non-empty entry (every entry is still read and type-checked), so a long list of tiny
+    /// entries costs nothing.
     ForIndex,
 }
 
@@ -295,9 +296,17 @@ fn block_stored(
             field: "block_hashes",
             expected: "present",
         })?;
-    // Read before `extra_keys`, which compares keys with it in `Detail::ForIndex`.
+    // Read before `extra_keys`, which `Detail::ForIndex` reduces with both.
     let lora_name = wire::opt(r, f, i, "lora_name", wire::string)?;
     let lora = lora_name.as_deref();
+    let blocks = block_hashes.len();
+    let (extra_keys, keys) = match wire::opt(r, f, i, "extra_keys", |r, at| {
+        extra_keys(r, at, detail, blocks, lora)
+    })? {
+        None => (None, None),
+        Some(ExtraKeys::Full(list)) => (Some(list), None),
+        Some(ExtraKeys::ForIndex(keys)) => (None, Some(keys)),
+    };
     Ok(BlockStored {
         block_hashes,
         parent_block_hash: wire::opt(r, f, i, "parent_block_hash", wire::hash)?,
@@ -305,9 +314,8 @@ fn block_stored(
         block_size: wire::opt(r, f, i, "block_size", wire::u32_of)?.unwrap_or(0),
         lora_id: wire::opt(r, f, i, "lora_id", wire::i64_of)?,
         medium: wire::opt(r, f, i, "medium", medium)?,
-        extra_keys: wire::opt(r, f, i, "extra_keys", |r, at| {
-            extra_keys(r, at, detail, lora)
-        })?,
+        extra_keys,
+        keys,
         group_idx: wire::opt(r, f, i, "group_idx", wire::u32_of)?,
         kv_cache_spec_kind: wire::opt(r, f, i, "kv_cache_spec_kind", wire::string)?,
         kv_cache_spec_sliding_window: wire::opt(
@@ -344,26 +352,29 @@ fn block_removed(r: &mut Reader<'_>, f: &Fields, i: usize) -> Result<BlockRemove
     })
 }
 
+/// A decoded `extra_keys` field: every entry ([`Detail::Full`]) or only what the index folds.
+enum ExtraKeys {
+    Full(Vec<Option<Vec<ExtraKey>>>),
+    ForIndex(StoreKeys),
+}
+
 /// `extra_keys`: one entry per block, nil or a list of keys (a lone key counts as a list).
-/// With [`Detail::ForIndex`], only the first key that is not the LoRA name `lora` is kept, as
-/// a one-key list (an empty list when there is none); keys are read one at a time.
+/// With [`Detail::ForIndex`], the keys are reduced to [`StoreKeys`] as they are read (a store
+/// of `blocks` blocks whose adapter is `lora`), so no list of keys is kept.
 fn extra_keys(
     r: &mut Reader<'_>,
     at: At,
     detail: Detail,
+    blocks: usize,
     lora: Option<&str>,
-) -> Result<Vec<Option<Vec<ExtraKey>>>, DecodeError> {
+) -> Result<ExtraKeys, DecodeError> {
     let len = wire::array(r, at)?;
     let full = detail == Detail::Full;
     let mut out = Vec::with_capacity(if full { len } else { 0 });
-    let keep = |out: &mut Vec<Option<Vec<ExtraKey>>>, key: ExtraKey| {
-        let is_lora = matches!(&key, ExtraKey::Text(t) if Some(t.as_str()) == lora);
-        if out.is_empty() && !is_lora {
-            out.push(Some(vec![key]));
-        }
-    };
+    let mut builder = StoreKeysBuilder::new(blocks, lora);
     for _ in 0..len {
         let start = r.pos();
+        builder.begin_entry();
         match r.next()? {
             Value::Nil if full => out.push(None),
             Value::Nil => {}
@@ -374,7 +385,7 @@ fn extra_keys(
                     if full {
                         list.push(key);
                     } else {
-                        keep(&mut out, key);
+                        builder.key(&key);
                     }
                 }
                 if full {
@@ -387,12 +398,16 @@ fn extra_keys(
                 if full {
                     out.push(Some(vec![key]));
                 } else {
-                    keep(&mut out, key);
+                    builder.key(&key);
                 }
             }
         }
     }
-    Ok(out)
+    Ok(if full {
+        ExtraKeys::Full(out)
+    } else {
+        ExtraKeys::ForIndex(builder.finish())
+    })
 }
 
 /// `lookahead_token_ids`: one token list per block. With [`Detail::ForIndex`], only the first

@@ -5,8 +5,10 @@
 //!   field lists, SGLang's positions, envelopes of 2 or 3 elements or a map) into a
 //!   [`DecodedBatch`]; engine hashes (unsigned, signed or bin) are folded to `u64`.
 //! - [`to_events`] turns it into index events: local hashes from the published tokens with
-//!   [`crate::hashing`] (LoRA seed when `lora_name` is set), engine hashes as opaque names,
-//!   filtered by medium and KV-cache group ([`ApplyOptions`]).
+//!   [`crate::hashing`] (LoRA seed when `lora_name` is set) and, by default, the store's cache
+//!   salt and multimodal keys folded in ([`crate::namespace`], [`StoreKeys`],
+//!   [`ExtrasPolicy`]), engine hashes as opaque names, filtered by medium and KV-cache group
+//!   ([`ApplyOptions`]).
 //! - [`apply_payload`] / [`EngineFeed::apply_message`] decode fully, then apply: a malformed
 //!   batch leaves the index unchanged. [`EngineFeed`] tracks each publisher's 8-byte
 //!   big-endian batch sequence ([`SeqTracker`]) and reports gaps and restarts.
@@ -33,6 +35,7 @@ pub mod hash_check;
 mod llmd_keys;
 mod msgpack;
 mod seq;
+mod store_keys;
 mod to_index;
 mod wire;
 
@@ -48,4 +51,5 @@ pub use hash_check::{HashAlgorithm, HashCheckConfig, HashCheckCounts};
 pub use llmd_keys::LlmdKeysConfig;
 pub use msgpack::MAX_DEPTH;
 pub use seq::{parse_seq_frame, SeqCounters, SeqStatus, SeqTracker, REPLAY_END_SEQ};
+pub use store_keys::{StoreKeys, StoreKeysBuilder};
 pub use to_index::{to_events, ApplyOptions, Conversion, ExtrasPolicy, MediaFilter, SkipCounts};

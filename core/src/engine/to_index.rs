@@ -1,11 +1,14 @@
 //! Turns decoded engine events ([`DecodedBatch`]) into index [`Event`]s: local hashes from the published tokens
-//! (hashing contract, LoRA seed when the event names an adapter), engine hashes as the
+//! (hashing contract, LoRA seed when the event names an adapter, multimodal keys and cache
+//! salt folded in as docs/contract.md section 3.1 says), engine hashes as the
 //! opaque sequence names, and a filter for what a prefix-routing index should hold.
 
 use crate::hashing::{local_hash_with_seed, lora_seed, HASH_SEED};
 use crate::model::{Block, Event, Tier, Worker};
+use crate::namespace::{fold, BlockKey, KeyDigest};
 
-use super::batch::{BlockStored, DecodedBatch, EngineEvent, ExtraKey, Medium};
+use super::batch::{BlockStored, DecodedBatch, EngineEvent, Medium};
+use super::store_keys::StoreKeys;
 
 /// Which `medium` values are indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,12 +21,18 @@ pub enum MediaFilter {
     All,
 }
 
-/// What to do with stores whose engine hash covers more than the block's tokens
-/// (multimodal items, cache salt, prompt embeds, lookahead tokens).
+/// What to do with stores whose engine hash covers more than the block's tokens and the LoRA
+/// name (multimodal items, cache salt, prompt embeds, lookahead tokens).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExtrasPolicy {
-    /// Skip them: token-only local hashes would wrongly match other requests' blocks.
+    /// Index them under their namespace (docs/contract.md section 3.1): multimodal keys fold
+    /// into the blocks they overlap, a cache salt into the request's first block, so only a
+    /// query with the same salt and spans ([`crate::namespace::hash_request`]) reaches them.
+    /// Stores with keys no query can name (prompt-embeds digests, lookahead tokens, keys of
+    /// unknown shape or not aligned with the blocks) are skipped as unhashable.
     #[default]
+    Namespaced,
+    /// Skip every store with such keys (the namespaced ones included).
     Skip,
     /// Index them by their tokens alone (for deployments whose queries ignore extras too).
     HashTokensOnly,
@@ -43,12 +52,13 @@ pub struct ApplyOptions {
 }
 
 impl Default for ApplyOptions {
-    /// GPU only, group 0, skip stores with extra keys; unknown media on the external tier.
+    /// GPU only, group 0, stores with extra keys under their namespace; unknown media on the
+    /// external tier.
     fn default() -> Self {
         Self {
             media: MediaFilter::GpuOnly,
             group: Some(0),
-            extras: ExtrasPolicy::Skip,
+            extras: ExtrasPolicy::Namespaced,
             unknown_medium: Tier::External,
         }
     }
@@ -62,8 +72,9 @@ pub struct SkipCounts {
     /// Events filtered out by medium or KV-cache group.
     pub filtered: u64,
     /// Stores whose local hashes cannot be computed: no tokens, `len(token_ids) !=
-    /// block_size * len(block_hashes)`, no blocks, a LoRA id without a name, or extra keys
-    /// under [`ExtrasPolicy::Skip`].
+    /// block_size * len(block_hashes)`, no blocks, a LoRA id without a name, extra keys
+    /// under [`ExtrasPolicy::Skip`], or keys no query can name under
+    /// [`ExtrasPolicy::Namespaced`].
     pub unhashable: u64,
 }
 
@@ -218,31 +229,58 @@ fn local_blocks(stored: &BlockStored, options: &ApplyOptions) -> Option<Vec<Bloc
     if stored.lora_id.is_some() && stored.lora_name.is_none() {
         return None;
     }
-    if options.extras == ExtrasPolicy::Skip && has_extras(stored) {
-        return None;
-    }
+    let derived;
+    let keys = match (&stored.keys, &stored.extra_keys) {
+        (Some(keys), _) => keys,
+        (None, Some(list)) => {
+            derived = StoreKeys::of_extra_keys(list, n, stored.lora_name.as_deref());
+            &derived
+        }
+        (None, None) => &NO_KEYS,
+    };
+    let lookahead = stored
+        .lookahead_token_ids
+        .iter()
+        .flatten()
+        .any(|tokens| !tokens.is_empty());
+    let salt = stored.cache_salt.as_deref().filter(|salt| !salt.is_empty());
+    let namespaced = match options.extras {
+        ExtrasPolicy::Skip if keys.any_keys || lookahead || stored.cache_salt.is_some() => {
+            return None
+        }
+        ExtrasPolicy::Namespaced if keys.unfoldable || lookahead => return None,
+        ExtrasPolicy::Namespaced => true,
+        ExtrasPolicy::Skip | ExtrasPolicy::HashTokensOnly => false,
+    };
     let seed = stored.lora_name.as_deref().map_or(HASH_SEED, lora_seed);
+    // A salt published with every store of a request (SGLang) folds into its first block
+    // only: later stores continue a parent whose identity already carries it.
+    let first_salt = salt.filter(|_| namespaced && stored.parent_block_hash.is_none());
     // One exactly sized vector: no intermediate list of local hashes.
     Some(
         stored
             .token_ids
             .chunks_exact(size)
             .zip(&stored.block_hashes)
-            .map(|(tokens, &engine)| Block::new(local_hash_with_seed(tokens, seed), engine))
+            .enumerate()
+            .map(|(i, (tokens, &engine))| {
+                let local = local_hash_with_seed(tokens, seed);
+                if !namespaced {
+                    return Block::new(local, engine);
+                }
+                let mut digest = KeyDigest::resume(keys.digest(i));
+                if let (0, Some(salt)) = (i, first_salt) {
+                    digest.push(BlockKey::CacheSalt(salt.as_bytes()));
+                }
+                Block::new(fold(local, digest.value()), engine)
+            })
             .collect(),
     )
 }
 
-/// Whether the engine's hashes mix in anything but the tokens and the LoRA name.
-fn has_extras(stored: &BlockStored) -> bool {
-    let lora = stored.lora_name.as_deref();
-    let extra_keys = stored.extra_keys.iter().flatten().flatten().flatten();
-    let mut keys =
-        extra_keys.filter(|key| !matches!(key, ExtraKey::Text(t) if Some(t.as_str()) == lora));
-    let lookahead = stored
-        .lookahead_token_ids
-        .iter()
-        .flatten()
-        .any(|tokens| !tokens.is_empty());
-    keys.next().is_some() || lookahead || stored.cache_salt.is_some()
-}
+/// The keys of a store that published none.
+static NO_KEYS: StoreKeys = StoreKeys {
+    digests: Vec::new(),
+    any_keys: false,
+    unfoldable: false,
+};
