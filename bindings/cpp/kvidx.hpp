@@ -39,6 +39,12 @@
 // the indexer is left empty. An exception thrown by the stream itself (std::ios::exceptions)
 // is caught before it reaches the library and rethrown once the C call has returned.
 //
+// Predicted blocks (when kvidx.h defines KVIDX_HAS_PREDICTIONS): Indexer::predict() credits a
+// worker with a request's chain for a TTL on the indexer's clock (Config::predictions chooses
+// the byte bound, a per-worker capacity and a monotonic or manual clock: set_time(),
+// advance_time()); find_matches_predicted() reports each worker's confirmed depth, unchanged,
+// and its predicted depth into a reusable PredictedMatchBuffer; events settle predictions.
+//
 // Thread safety: as the C ABI, whose rule is "a const handle may be used by any number of
 // threads at once". Every member function of one Indexer (or EngineFeed) is const for that
 // reason (except release()) and may be called from any number of threads at once; destruction
@@ -64,6 +70,9 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#if defined(KVIDX_HAS_PREDICTIONS)
+#include <chrono>
+#endif
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -278,12 +287,17 @@ enum class Backend : std::uint32_t {
   return e;
 }
 
-/// A reusable output buffer for find_matches. It grows when a query has more matches than it
-/// can hold and keeps its capacity, so once warm a query allocates nothing.
-class MatchBuffer {
+class Indexer;
+
+/// A reusable output buffer of one find call's matches (type `T`), in the call's order. It
+/// grows when a query has more matches than it can hold and keeps its capacity, so once warm
+/// a query allocates nothing. MatchBuffer, TieredMatchBuffer and PredictedMatchBuffer are
+/// its kinds.
+template <typename T>
+class BasicMatchBuffer {
  public:
   /// An empty buffer with room for `initial_capacity` matches.
-  explicit MatchBuffer(std::size_t initial_capacity = 64) : storage_(initial_capacity) {}
+  explicit BasicMatchBuffer(std::size_t initial_capacity = 64) : storage_(initial_capacity) {}
 
   /// Number of matches of the last successful query (0 after a failed one).
   [[nodiscard]] std::size_t size() const noexcept { return len_; }
@@ -291,16 +305,16 @@ class MatchBuffer {
   [[nodiscard]] bool empty() const noexcept { return len_ == 0; }
   /// How many matches fit without growing.
   [[nodiscard]] std::size_t capacity() const noexcept { return storage_.size(); }
-  /// The matches, deepest first.
-  [[nodiscard]] const Match* data() const noexcept { return storage_.data(); }
+  /// The matches, in the call's order (deepest first).
+  [[nodiscard]] const T* data() const noexcept { return storage_.data(); }
   /// Iterator to the first (deepest) match.
-  [[nodiscard]] const Match* begin() const noexcept { return storage_.data(); }
+  [[nodiscard]] const T* begin() const noexcept { return storage_.data(); }
   /// Iterator past the last match.
-  [[nodiscard]] const Match* end() const noexcept { return storage_.data() + len_; }
+  [[nodiscard]] const T* end() const noexcept { return storage_.data() + len_; }
   /// Match `i` (no bounds check).
-  [[nodiscard]] const Match& operator[](std::size_t i) const noexcept { return storage_[i]; }
+  [[nodiscard]] const T& operator[](std::size_t i) const noexcept { return storage_[i]; }
   /// The matches as a view.
-  [[nodiscard]] Span<Match> view() const noexcept { return {storage_.data(), len_}; }
+  [[nodiscard]] Span<T> view() const noexcept { return {storage_.data(), len_}; }
   /// Ensures room for `n` matches.
   void reserve(std::size_t n) {
     if (n > storage_.size()) storage_.resize(n);
@@ -310,8 +324,14 @@ class MatchBuffer {
 
  private:
   friend class Indexer;
-  std::vector<Match> storage_;
+  std::vector<T> storage_;
   std::size_t len_ = 0;
+};
+
+/// A reusable output buffer for find_matches.
+class MatchBuffer : public BasicMatchBuffer<Match> {
+ public:
+  using BasicMatchBuffer<Match>::BasicMatchBuffer;
 };
 
 #if defined(KVIDX_HAS_TIERS)
@@ -354,43 +374,10 @@ static_assert(sizeof(Tier) == sizeof(std::uint32_t) && alignof(Tier) == alignof(
   return i < tier_count ? m.tier_depths[i] : m.depth;
 }
 
-/// A reusable output buffer for find_matches_tiered (as MatchBuffer): it grows when a query
-/// has more matches than it can hold and keeps its capacity, so once warm a query allocates
-/// nothing.
-class TieredMatchBuffer {
+/// A reusable output buffer for find_matches_tiered (as MatchBuffer).
+class TieredMatchBuffer : public BasicMatchBuffer<TieredMatch> {
  public:
-  /// An empty buffer with room for `initial_capacity` matches.
-  explicit TieredMatchBuffer(std::size_t initial_capacity = 64) : storage_(initial_capacity) {}
-
-  /// Number of matches of the last successful query (0 after a failed one).
-  [[nodiscard]] std::size_t size() const noexcept { return len_; }
-  /// True when the last query matched no worker (or failed).
-  [[nodiscard]] bool empty() const noexcept { return len_ == 0; }
-  /// How many matches fit without growing.
-  [[nodiscard]] std::size_t capacity() const noexcept { return storage_.size(); }
-  /// The matches, deepest first (the order of find_matches).
-  [[nodiscard]] const TieredMatch* data() const noexcept { return storage_.data(); }
-  /// Iterator to the first (deepest) match.
-  [[nodiscard]] const TieredMatch* begin() const noexcept { return storage_.data(); }
-  /// Iterator past the last match.
-  [[nodiscard]] const TieredMatch* end() const noexcept { return storage_.data() + len_; }
-  /// Match `i` (no bounds check).
-  [[nodiscard]] const TieredMatch& operator[](std::size_t i) const noexcept {
-    return storage_[i];
-  }
-  /// The matches as a view.
-  [[nodiscard]] Span<TieredMatch> view() const noexcept { return {storage_.data(), len_}; }
-  /// Ensures room for `n` matches.
-  void reserve(std::size_t n) {
-    if (n > storage_.size()) storage_.resize(n);
-  }
-  /// Forgets the matches (keeps the capacity).
-  void clear() noexcept { len_ = 0; }
-
- private:
-  friend class Indexer;
-  std::vector<TieredMatch> storage_;
-  std::size_t len_ = 0;
+  using BasicMatchBuffer<TieredMatch>::BasicMatchBuffer;
 };
 
 /// The weighted hit score of `m` (kvidx_tiered_score): each block of its prefix counts the
@@ -403,6 +390,60 @@ class TieredMatchBuffer {
   return out;
 }
 #endif  // KVIDX_HAS_TIERS
+
+#if defined(KVIDX_HAS_PREDICTIONS)
+/// The clock an indexer's predictions expire by (KVIDX_CLOCK_*; same values).
+enum class Clock : std::uint32_t {
+  monotonic = KVIDX_CLOCK_MONOTONIC,  ///< The system's monotonic clock (0: the indexer's creation).
+  manual = KVIDX_CLOCK_MANUAL,        ///< Moves only by set_time() and advance_time().
+};
+
+/// How an indexer keeps predicted blocks (kvidx_prediction_config); the defaults are the
+/// library's (64 MiB, no per-worker bound, the monotonic clock).
+struct PredictionConfig {
+  /// Bytes all predictions may take (PredictionStats::bytes); the least recently predicted
+  /// blocks are dropped first to stay within it. 0 = the default (64 MiB).
+  std::uint64_t max_bytes = 0;
+  /// Predicted blocks each worker may hold, its least recently predicted dropped first
+  /// beyond it (the event-free mode's stand-in for the engine's cache); 0 = no bound.
+  std::uint64_t worker_capacity = 0;
+  /// The clock predictions expire by.
+  Clock clock = Clock::monotonic;
+
+  /// The equivalent C settings.
+  [[nodiscard]] kvidx_prediction_config to_c() const noexcept {
+    kvidx_prediction_config c = kvidx_prediction_config_default();
+    c.max_bytes = max_bytes;
+    c.worker_capacity = worker_capacity;
+    c.clock = static_cast<std::uint32_t>(clock);
+    return c;
+  }
+};
+
+/// One worker's answer to a predicted lookup (the C struct itself): worker_id, dp_rank, depth
+/// (confirmed: what find_matches reports, 0 when the worker holds no prefix) and
+/// predicted_depth (the longest prefix whose every block it holds within its confirmed depth
+/// or is predicted to hold; >= depth, > 0).
+using PredictedMatch = kvidx_predicted_match;
+
+static_assert(std::is_standard_layout_v<PredictedMatch> &&
+                  std::is_trivially_copyable_v<PredictedMatch>,
+              "PredictedMatch must stay the C struct");
+static_assert(sizeof(PredictedMatch) == 24 && offsetof(PredictedMatch, dp_rank) == 8 &&
+                  offsetof(PredictedMatch, depth) == 12 &&
+                  offsetof(PredictedMatch, predicted_depth) == 16,
+              "kvidx_predicted_match layout (ABI v1)");
+
+/// State and counters of an indexer's predictions (the C struct itself): blocks, workers,
+/// bytes, dropped_for_bytes, dropped_for_capacity, expired, confirmed, dropped_by_events.
+using PredictionStats = kvidx_prediction_stats;
+
+/// A reusable output buffer for find_matches_predicted (as MatchBuffer).
+class PredictedMatchBuffer : public BasicMatchBuffer<PredictedMatch> {
+ public:
+  using BasicMatchBuffer<PredictedMatch>::BasicMatchBuffer;
+};
+#endif  // KVIDX_HAS_PREDICTIONS
 
 /// Library version string, e.g. "0.1.0".
 [[nodiscard]] inline const char* version() noexcept { return kvidx_version(); }
@@ -519,6 +560,10 @@ struct Config {
   /// Bytes of queued work each event thread may hold before apply calls block; 0 = the
   /// default (32 MiB). An event larger than the budget is still accepted on its own.
   std::uint64_t queue_bytes = 0;
+#if defined(KVIDX_HAS_PREDICTIONS)
+  /// How the indexer keeps predicted blocks (Indexer::predict).
+  PredictionConfig predictions{};
+#endif
 
   /// The library's defaults.
   Config() noexcept : Config(kvidx_config_default()) {}
@@ -682,13 +727,18 @@ using SnapshotInfo = kvidx_snapshot_info;
 /// An index of cached KV blocks across workers. Move-only; owns its C handle.
 class Indexer {
  public:
-  /// Creates an indexer with `config` (kvidx_new_with_limits). Errc::invalid_argument for any
-  /// setting out of range.
+  /// Creates an indexer with `config` (kvidx_new_with_predictions; kvidx_new_with_limits
+  /// before KVIDX_HAS_PREDICTIONS). Errc::invalid_argument for any setting out of range.
   [[nodiscard]] static Result<Indexer> create(const Config& config = Config()) noexcept {
     const kvidx_config c = config.to_c();
     const kvidx_queue_limits l = config.limits_to_c();
     kvidx_indexer* raw = nullptr;
+#if defined(KVIDX_HAS_PREDICTIONS)
+    const kvidx_prediction_config p = config.predictions.to_c();
+    const Status s = Status::from_c(kvidx_new_with_predictions(&c, &l, &p, &raw));
+#else
     const Status s = Status::from_c(kvidx_new_with_limits(&c, &l, &raw));
+#endif
     if (!s) return s;
     return Indexer(raw);
   }
@@ -814,6 +864,70 @@ class Indexer {
     return std::vector<TieredMatch>(buf.begin(), buf.end());
   }
 #endif  // KVIDX_HAS_TIERS
+
+#if defined(KVIDX_HAS_PREDICTIONS)
+  /// Credits `worker` with the chain of `local_hashes` (a request's blocks from its first) for
+  /// `ttl` from now on the indexer's clock (kvidx_predict): until then, or until events settle
+  /// it, find_matches_predicted counts these blocks for the worker; find_matches never sees
+  /// them. A STORED of the worker holding a predicted block confirms it (the prediction is
+  /// dropped); a REMOVED of it, a CLEARED of the worker and its removal drop it. Applied
+  /// before returning, even with event threads, within the PredictionConfig bounds. An empty
+  /// chain or a zero ttl credits nothing; a negative ttl is Errc::invalid_argument.
+  [[nodiscard]] Status predict(Worker worker, Span<std::uint64_t> local_hashes,
+                               std::chrono::nanoseconds ttl) const noexcept {
+    if (ttl.count() < 0) return Status(Errc::invalid_argument);
+    return Status::from_c(kvidx_predict(handle_.get(), worker.id, worker.rank,
+                                        local_hashes.data(), local_hashes.size(),
+                                        static_cast<std::uint64_t>(ttl.count())));
+  }
+
+  /// The workers holding or predicted to hold a prefix of `local_hashes`, with both depths,
+  /// into `out`: every worker of find_matches with the same confirmed depth, and every worker
+  /// predicted to hold the first block; by predicted depth, deepest first, then confirmed
+  /// depth, then worker id and dp_rank. Grows `out` as find_matches does; on error `out` is
+  /// empty. With no prediction held it costs what find_matches costs.
+  [[nodiscard]] Status find_matches_predicted(Span<std::uint64_t> local_hashes,
+                                              PredictedMatchBuffer& out) const {
+    return find_into(kvidx_find_matches_predicted, local_hashes, out);
+  }
+  /// Convenience form returning a new vector (allocates on every call; not for the hot path).
+  [[nodiscard]] Result<std::vector<PredictedMatch>> find_matches_predicted(
+      Span<std::uint64_t> local_hashes) const {
+    PredictedMatchBuffer buf(16);
+    const Status s = find_matches_predicted(local_hashes, buf);
+    if (!s) return s;
+    return std::vector<PredictedMatch>(buf.begin(), buf.end());
+  }
+
+  /// The time on the indexer's clock: since its creation (monotonic) or as last set (manual).
+  [[nodiscard]] Result<std::chrono::nanoseconds> now() const noexcept {
+    std::uint64_t ns = 0;
+    const Status s = Status::from_c(kvidx_now(handle_.get(), &ns));
+    if (!s) return s;
+    constexpr auto most = static_cast<std::uint64_t>(std::chrono::nanoseconds::max().count());
+    return std::chrono::nanoseconds(static_cast<std::chrono::nanoseconds::rep>(std::min(ns, most)));
+  }
+  /// Sets a manual clock to `now`. Errc::invalid_argument with the monotonic clock, for a
+  /// time before the clock's current one (it never goes back) or a negative one.
+  [[nodiscard]] Status set_time(std::chrono::nanoseconds now) const noexcept {
+    if (now.count() < 0) return Status(Errc::invalid_argument);
+    return Status::from_c(kvidx_set_time(handle_.get(), static_cast<std::uint64_t>(now.count())));
+  }
+  /// Moves a manual clock forward by `by`. Errc::invalid_argument with the monotonic clock or
+  /// for a negative `by`.
+  [[nodiscard]] Status advance_time(std::chrono::nanoseconds by) const noexcept {
+    if (by.count() < 0) return Status(Errc::invalid_argument);
+    return Status::from_c(
+        kvidx_advance_time(handle_.get(), static_cast<std::uint64_t>(by.count())));
+  }
+  /// The state and counters of the indexer's predictions.
+  [[nodiscard]] Result<PredictionStats> prediction_stats() const noexcept {
+    PredictionStats st{};
+    const Status s = Status::from_c(kvidx_get_prediction_stats(handle_.get(), &st));
+    if (!s) return s;
+    return st;
+  }
+#endif  // KVIDX_HAS_PREDICTIONS
 
   /// Decodes one engine payload (the last frame of the engine's ZMQ message) completely, then
   /// applies its events to (worker_id, dp_rank); pass dp_rank_from_batch for the envelope's

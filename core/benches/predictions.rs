@@ -2,12 +2,17 @@
 //! 128 and 1024 blocks: each iteration adds a new chain for one worker to a synchronous
 //! indexer where another worker already holds and is predicted another chain of that length
 //! (so first allocations are behind both); and the lookups of an indexer holding no prediction:
-//! `find_matches_predicted` beside `find_matches` (16 workers holding a 128-block chain).
+//! `find_matches_predicted` beside `find_matches` (16 workers holding a 128-block chain); and a
+//! prefix predicted for 256 workers at once (a shared system prompt): predicting it again for
+//! one of them, and the predicted lookup of it.
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use kvidx::{Block, Config, Event, Indexer, Worker};
 
 const LENGTHS: [usize; 3] = [16, 128, 1024];
@@ -46,14 +51,20 @@ fn chain(seed: u64, len: usize) -> (Vec<u64>, Vec<Block>) {
     (locals, blocks)
 }
 
-fn predict_vs_stored(c: &mut Criterion) {
-    let worker = Worker::new(1, 0);
-    let ttl = Duration::from_secs(1);
-    let mut group = c.benchmark_group("predict_vs_stored");
+/// A benchmark group with this file's timing (20 samples, 2 s measured).
+fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
     group
         .sample_size(20)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
+    group
+}
+
+fn predict_vs_stored(c: &mut Criterion) {
+    let worker = Worker::new(1, 0);
+    let ttl = Duration::from_secs(1);
+    let mut group = group(c, "predict_vs_stored");
     for len in LENGTHS {
         group.throughput(Throughput::Elements(len as u64));
         let mut seed = 0;
@@ -96,11 +107,7 @@ fn lookups_without_predictions(c: &mut Criterion) {
         idx.apply_event(Event::stored(Worker::new(w, 0), 0, None, blocks.clone()))
             .expect("valid event");
     }
-    let mut group = c.benchmark_group("lookups_without_predictions");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = group(c, "lookups_without_predictions");
     let mut out = Vec::new();
     group.bench_function("find_matches", |b| {
         b.iter(|| {
@@ -118,5 +125,32 @@ fn lookups_without_predictions(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, predict_vs_stored, lookups_without_predictions);
+fn shared_prefix(c: &mut Criterion) {
+    let idx = indexer();
+    let (locals, _) = chain(7, 64);
+    let ttl = Duration::from_secs(3600);
+    for w in 0..256 {
+        idx.predict(Worker::new(w, 0), &locals, ttl)
+            .expect("predict");
+    }
+    let mut group = group(c, "shared_prefix_256_workers");
+    group.bench_function("predict_64", |b| {
+        b.iter(|| idx.predict(Worker::new(1, 0), black_box(&locals), ttl))
+    });
+    let mut out = Vec::new();
+    group.bench_function("find_matches_predicted_64", |b| {
+        b.iter(|| {
+            idx.find_matches_predicted_into(black_box(&locals), &mut out);
+            black_box(out.len())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    predict_vs_stored,
+    lookups_without_predictions,
+    shared_prefix
+);
 criterion_main!(benches);

@@ -435,3 +435,77 @@ fn every_backend_settles_predictions_as_the_reference_model_does() {
         }
     }
 }
+
+#[test]
+fn predictions_lookups_and_events_run_concurrently() {
+    // Threads predict, look up and apply events at once; every answer keeps the contract's
+    // shape and the byte bound holds throughout.
+    const MAX_BYTES: usize = 256 << 10;
+    let index = std::sync::Arc::new(
+        Indexer::new(Config {
+            event_threads: 2,
+            predictions: PredictionConfig {
+                max_bytes: MAX_BYTES,
+                worker_capacity: 64,
+                clock: Clock::Manual,
+            },
+            ..Config::default()
+        })
+        .unwrap(),
+    );
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let index = std::sync::Arc::clone(&index);
+            std::thread::spawn(move || {
+                let mut rng = Lcg(t + 1);
+                for step in 0..3000u64 {
+                    let w = Worker::new(rng.below(8), 0);
+                    let locals: Vec<u64> = (0..1 + rng.below(12)).map(|_| rng.below(4)).collect();
+                    match (t, step % 4) {
+                        (0, _) => {
+                            let blocks = locals
+                                .iter()
+                                .enumerate()
+                                .map(|(i, &l)| Block::new(l, (i as u64) << 8 | l))
+                                .collect();
+                            index
+                                .apply_event(Event::stored(w, step, None, blocks))
+                                .unwrap();
+                            if step % 7 == 0 {
+                                index.apply_event(Event::cleared(w, step)).unwrap();
+                            }
+                        }
+                        (1, _) | (_, 0) => index.predict(w, &locals, TTL).unwrap(),
+                        _ => {
+                            let answer = index.find_matches_predicted(&locals);
+                            for pair in answer.windows(2) {
+                                let key = |m: &PredictedMatch| {
+                                    (
+                                        std::cmp::Reverse(m.predicted_depth),
+                                        std::cmp::Reverse(m.depth),
+                                        m.worker_id,
+                                        m.dp_rank,
+                                    )
+                                };
+                                assert!(key(&pair[0]) < key(&pair[1]), "{answer:?}");
+                            }
+                            for m in &answer {
+                                assert!(m.predicted_depth >= m.depth.max(1), "{m:?}");
+                                assert!(m.predicted_depth as usize <= locals.len(), "{m:?}");
+                            }
+                            if step % 100 == 0 {
+                                index.advance_time(Duration::from_millis(1)).unwrap();
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    index.flush().unwrap();
+    let stats = index.prediction_stats();
+    assert!(stats.bytes as usize <= MAX_BYTES, "{stats:?}");
+}

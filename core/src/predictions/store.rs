@@ -54,7 +54,10 @@ pub(crate) struct Drops {
 pub(crate) struct Store {
     entries: Vec<Entry>,
     free: u32,
+    /// Identity -> the first of its holders.
     table: Table,
+    /// (worker's list, identity) -> the entry.
+    pairs: Table,
     oldest: u32,
     newest: u32,
     lists: Vec<WorkerList>,
@@ -82,6 +85,7 @@ impl Store {
             entries: Vec::new(),
             free: NONE,
             table: Table::default(),
+            pairs: Table::default(),
             oldest: NONE,
             newest: NONE,
             lists: Vec::new(),
@@ -114,6 +118,7 @@ impl Store {
         use std::mem::size_of;
         self.entries.capacity() * size_of::<Entry>()
             + self.table.bytes()
+            + self.pairs.bytes()
             + self.lists.capacity() * size_of::<WorkerList>()
             + self.free_lists.capacity() * size_of::<u32>()
             + map_bytes(self.by_worker.capacity(), size_of::<(Worker, u32)>())
@@ -250,21 +255,20 @@ impl Store {
     fn head(&self, identity: u64) -> u32 {
         let entries = &self.entries;
         self.table
-            .find(identity, |e| entries[e as usize].identity)
+            .find(identity, |e| entries[e as usize].identity == identity)
             .map_or(NONE, |bucket| self.table.get(bucket))
     }
 
-    /// The worker's entry for `identity`.
+    /// The worker's entry for `identity`: one probe of the pairs table, however many other
+    /// workers hold the identity.
     fn find(&self, list: u32, identity: u64) -> Option<u32> {
-        let mut e = self.head(identity);
-        while e != NONE {
-            let entry = &self.entries[e as usize];
-            if entry.list == list {
-                return Some(e);
-            }
-            e = entry.h_next;
-        }
-        None
+        let entries = &self.entries;
+        self.pairs
+            .find(pair_hash(list, identity), |e| {
+                let entry = &entries[e as usize];
+                entry.identity == identity && entry.list == list
+            })
+            .map(|bucket| self.pairs.get(bucket))
     }
 
     /// The worker's list, created if needed (None when the bound leaves no room for it).
@@ -322,6 +326,10 @@ impl Store {
                 self.table.growth_bytes()
             } else {
                 0
+            } + if need.entry {
+                self.pairs.growth_bytes()
+            } else {
+                0
             };
             let lists_full = need.list
                 && self.free_lists.is_empty()
@@ -351,9 +359,12 @@ impl Store {
                 if entries_full {
                     self.entries.reserve_exact(entries_added);
                 }
-                if table_growth > 0 {
-                    let entries = &self.entries;
+                let entries = &self.entries;
+                if new_identity && self.table.growth_bytes() > 0 {
                     self.table.grow(|e| entries[e as usize].identity);
+                }
+                if need.entry && self.pairs.growth_bytes() > 0 {
+                    self.pairs.grow(|e| entry_pair_hash(&entries[e as usize]));
                 }
                 if list_growth > 0 {
                     self.lists.reserve_exact(self.lists.capacity().max(4));
@@ -396,9 +407,13 @@ impl Store {
             self.entries.push(entry);
             (self.entries.len() - 1) as u32
         };
+        self.pairs.insert(pair_hash(list, identity), e);
         // Holders: the new entry becomes the head.
         let entries = &self.entries;
-        match self.table.find(identity, |x| entries[x as usize].identity) {
+        match self
+            .table
+            .find(identity, |x| entries[x as usize].identity == identity)
+        {
             Some(bucket) => {
                 let head = self.table.get(bucket);
                 self.entries[e as usize].h_next = head;
@@ -423,16 +438,22 @@ impl Store {
             h_next,
             ..
         } = self.entries[e as usize];
+        let entries = &self.entries;
+        let pair = self
+            .pairs
+            .find(pair_hash(list, identity), |x| x == e)
+            .expect("every entry is in the pairs table");
+        self.pairs
+            .remove_at(pair, |x| entry_pair_hash(&entries[x as usize]));
         if h_next != NONE {
             self.entries[h_next as usize].h_prev = h_prev;
         }
         if h_prev != NONE {
             self.entries[h_prev as usize].h_next = h_next;
         } else {
-            let entries = &self.entries;
             let bucket = self
                 .table
-                .find(identity, |x| entries[x as usize].identity)
+                .find(identity, |x| x == e)
                 .expect("a head entry is in the table");
             if h_next != NONE {
                 self.table.set(bucket, h_next);
@@ -504,6 +525,19 @@ impl Store {
         }
         self.lists[list as usize].newest = e;
     }
+}
+
+/// The hash of a (worker's list, identity) pair in the pairs table.
+fn pair_hash(list: u32, identity: u64) -> u64 {
+    identity
+        ^ u64::from(list)
+            .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            .rotate_left(29)
+}
+
+/// The pairs-table hash of an entry.
+fn entry_pair_hash(entry: &Entry) -> u64 {
+    pair_hash(entry.list, entry.identity)
 }
 
 /// Bytes of a hash map able to hold `capacity` items of `item` bytes: its buckets (7/8

@@ -1,13 +1,14 @@
-//! An open-addressing table from a prediction's identity to the first entry of that identity's
-//! holders: 4 bytes a bucket, at most half full, grown only when the caller says so (so the
-//! store decides, within its byte bound, when to grow it). Linear probing with backward-shift
-//! deletion: no tombstones, so a table never needs rebuilding in place.
+//! An open-addressing table of entry indexes, found by a 64-bit hash and a predicate on the
+//! entry (the store keeps two: identity -> first holder, (worker, identity) -> entry): 4 bytes
+//! a bucket, at most half full, grown only when the caller says so (so the store decides,
+//! within its byte bound, when to grow it). Linear probing with backward-shift deletion: no
+//! tombstones, so a table never needs rebuilding in place.
 
 /// "No entry".
 pub(super) const NONE: u32 = u32::MAX;
 
-/// Buckets of entry indexes (`NONE` for empty); the key of a bucket is the identity of the
-/// entry it points to, read through the caller's `identity` function.
+/// Buckets of entry indexes (`NONE` for empty); a bucket's hash is that of the entry it points
+/// to, computed by the caller's `hash_of` function.
 #[derive(Debug, Default)]
 pub(super) struct Table {
     buckets: Vec<u32>,
@@ -20,7 +21,7 @@ impl Table {
         self.buckets.capacity() * std::mem::size_of::<u32>()
     }
 
-    /// The extra bytes one more identity needs (0 while the table stays at most half full).
+    /// The extra bytes one more key needs (0 while the table stays at most half full).
     pub(super) fn growth_bytes(&self) -> usize {
         if (self.len + 1) * 2 <= self.buckets.len() {
             0
@@ -29,12 +30,12 @@ impl Table {
         }
     }
 
-    /// Doubles the table (16 buckets at first), re-placing every identity.
-    pub(super) fn grow(&mut self, identity: impl Fn(u32) -> u64) {
+    /// Doubles the table (16 buckets at first), re-placing every entry.
+    pub(super) fn grow(&mut self, hash_of: impl Fn(u32) -> u64) {
         let size = (self.buckets.len() * 2).max(16);
         let old = std::mem::replace(&mut self.buckets, vec![NONE; size]);
         for entry in old.into_iter().filter(|&e| e != NONE) {
-            let mut at = self.home(identity(entry));
+            let mut at = self.home(hash_of(entry));
             while self.buckets[at] != NONE {
                 at = self.next(at);
             }
@@ -42,16 +43,16 @@ impl Table {
         }
     }
 
-    /// The bucket holding `key`, if any.
-    pub(super) fn find(&self, key: u64, identity: impl Fn(u32) -> u64) -> Option<usize> {
+    /// The bucket of the entry with hash `hash` that `is` accepts, if any.
+    pub(super) fn find(&self, hash: u64, is: impl Fn(u32) -> bool) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
-        let mut at = self.home(key);
+        let mut at = self.home(hash);
         loop {
             match self.buckets[at] {
                 NONE => return None,
-                e if identity(e) == key => return Some(at),
+                e if is(e) => return Some(at),
                 _ => at = self.next(at),
             }
         }
@@ -62,16 +63,16 @@ impl Table {
         self.buckets[bucket]
     }
 
-    /// Points a bucket at another entry of the same identity.
+    /// Points a bucket at another entry of the same hash and key.
     pub(super) fn set(&mut self, bucket: usize, entry: u32) {
         self.buckets[bucket] = entry;
     }
 
-    /// Adds `key` (absent) pointing at `entry`; the caller grew the table if
+    /// Adds `entry` (whose key is absent) under its hash; the caller grew the table if
     /// [`Table::growth_bytes`] asked for it.
-    pub(super) fn insert(&mut self, key: u64, entry: u32) {
+    pub(super) fn insert(&mut self, hash: u64, entry: u32) {
         debug_assert!((self.len + 1) * 2 <= self.buckets.len());
-        let mut at = self.home(key);
+        let mut at = self.home(hash);
         while self.buckets[at] != NONE {
             at = self.next(at);
         }
@@ -80,7 +81,7 @@ impl Table {
     }
 
     /// Empties a bucket, shifting back the entries after it that probed past it.
-    pub(super) fn remove_at(&mut self, bucket: usize, identity: impl Fn(u32) -> u64) {
+    pub(super) fn remove_at(&mut self, bucket: usize, hash_of: impl Fn(u32) -> u64) {
         let mut hole = bucket;
         let mut at = bucket;
         loop {
@@ -89,7 +90,7 @@ impl Table {
             if entry == NONE {
                 break;
             }
-            let home = self.home(identity(entry));
+            let home = self.home(hash_of(entry));
             // The entry may fill the hole unless its home lies cyclically in (hole, at].
             let stays = if hole <= at {
                 hole < home && home <= at
@@ -105,9 +106,9 @@ impl Table {
         self.len -= 1;
     }
 
-    fn home(&self, key: u64) -> usize {
+    fn home(&self, hash: u64) -> usize {
         let bits = self.buckets.len().trailing_zeros();
-        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+        (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
     }
 
     fn next(&self, at: usize) -> usize {
@@ -127,13 +128,15 @@ mod tests {
             .map(|i| i.wrapping_mul(0x1000_0000_0000_0001) % 97)
             .collect();
         let identity = |e: u32| keys[e as usize];
+        let keys = &keys;
+        let is = |key: u64| move |e: u32| keys[e as usize] == key;
         let mut table = Table::default();
         let mut model: HashMap<u64, u32> = HashMap::new();
         let mut rng = Lcg(7);
         for _ in 0..5000 {
             let e = (rng.next() % keys.len() as u64) as u32;
             let key = keys[e as usize];
-            match table.find(key, identity) {
+            match table.find(key, is(key)) {
                 Some(bucket) => {
                     assert_eq!(model.get(&key), Some(&table.get(bucket)));
                     table.remove_at(bucket, identity);
@@ -149,7 +152,7 @@ mod tests {
                 }
             }
             for (&k, &v) in &model {
-                let bucket = table.find(k, identity).expect("present");
+                let bucket = table.find(k, is(k)).expect("present");
                 assert_eq!(table.get(bucket), v);
             }
         }
