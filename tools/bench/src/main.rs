@@ -24,6 +24,7 @@ mod router;
 mod rss;
 mod sim;
 mod snapshot;
+mod sustain;
 mod target;
 mod trace;
 mod workload;
@@ -38,6 +39,8 @@ fn main() {
         Some(cli::Command::Replay(a)) => jobs::replay_file(a),
         Some(cli::Command::Measure(a)) => jobs::measure(a),
         Some(cli::Command::Snapshot(a)) => snapshot::run(a),
+        Some(cli::Command::Sustain(a)) => sustain::run(a),
+        Some(cli::Command::Probe(a)) => sustain::probe(a),
     };
     if let Err(e) = result {
         eprintln!("kvidx-bench: {e}");
