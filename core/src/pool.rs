@@ -360,6 +360,9 @@ impl EventPool {
 
     #[inline]
     fn queue_of(&self, worker_id: u64) -> &Queue {
+        if let [only] = self.queues.as_slice() {
+            return only; // one event thread (the default): nothing to route
+        }
         let mut hasher = rustc_hash::FxBuildHasher.build_hasher();
         worker_id.hash(&mut hasher);
         let hash = std::hash::Hasher::finish(&hasher);
