@@ -96,6 +96,40 @@ ok "degenerate kv-aware routing explained"
 grep -q '"routing": \[\]' "$tmp/out/results.json" || fail "replay results carry routing rows"
 ok "replay results hold the replay only (default folders per command: unit test out_dir_per_command)"
 
+# Sustained rate: structure only (the figures depend on the machine, and no speed is asserted).
+"$bin" sustain --workload "$tmp/w.jsonl" --subjects positional,null --max-probes 4 \
+  --out-dir "$tmp/out4" > "$tmp/sustain.txt" 2> "$tmp/sustain.err" \
+  || { cat "$tmp/sustain.txt" "$tmp/sustain.err"; fail "sustain"; }
+cat "$tmp/sustain.txt"
+grep -q '^index  *sustained block ops/s  *sustained ops/s ' "$tmp/sustain.txt" || fail "no sustained-rate table"
+for idx in positional null; do
+  grep -Eq "^$idx +" "$tmp/sustain.txt" || fail "no sustained-rate row for $idx"
+done
+"$py" - "$tmp/out4/results.json" <<'PY' || fail "sustain results.json lacks its figures"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [i["name"] for i in r["indexes"]] == ["positional", "null"], r["indexes"]
+s = r["sustain"]
+assert s["achieved_share"] == 0.99 and s["tolerance"] == 0.1 and s["max_probes"] == 4, s
+assert r["run"]["commit"] and r["workload"]["block_ops"] > 0, r
+for i in r["indexes"]:
+    assert i["closed"]["offered"] is None and i["closed"]["block_ops"] > 0, i
+    assert 1 <= len(i["probes"]) <= 3, i
+    for p in i["probes"]:
+        assert p["offered_block_ops_per_s"] > 0 and p["achieved_block_ops_per_s"] >= 0, p
+        assert isinstance(p["sustained"], bool) and p["feeder_lag_s"] >= 0, p
+    # The figures agree with the probes: the highest sustained rate, the lowest failure above.
+    ok = [p["offered_block_ops_per_s"] for p in i["probes"] if p["sustained"]]
+    assert i["sustained_block_ops_per_s"] == (max(ok) if ok else None), i
+    if ok:
+        assert i["sustained_ops_per_s"] > 0
+PY
+# A progress line on stderr per open-loop probe, as many as results.json holds.
+[ "$(grep -c ': offered .* block ops/s, achieved ' "$tmp/sustain.err")" -eq \
+  "$("$py" -c 'import json,sys; print(sum(len(i["probes"]) for i in json.load(open(sys.argv[1]))["indexes"]))' "$tmp/out4/results.json")" ] \
+  || fail "probe lines do not match the probes in results.json"
+ok "sustain: a table and results.json per index, block ops/s beside ops/s"
+
 if "$bin" replay --workload "$tmp/missing.jsonl" > /dev/null 2>&1; then fail "missing file accepted"; fi
 ok "a missing workload is an error"
 echo "test-bench: $pass passed, 0 failed"

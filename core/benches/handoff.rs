@@ -1,8 +1,11 @@
 //! Cost per event of handing an event stream from one thread to another, in the same run:
 //!
-//! - `spsc_ring`: a minimal single-producer, single-consumer ring written here (safe Rust:
-//!   slots behind uncontended locks, acquire/release positions, the consumer taking every
-//!   event published at once), as bounded as the pool's queue;
+//! - `spsc_ring`: a plain single-producer, single-consumer ring written here, as bounded as
+//!   the pool's queue: positions on cache lines of their own, each side's view of the other's
+//!   position cached, the tail published once per segment of 64 slots and the head once per
+//!   batch taken, the consumer taking every event published at once (safe Rust: a segment's
+//!   slots are behind a lock that each side takes once per segment, never contended in the
+//!   steady state);
 //! - `event_pool`: kvidx's event threads (one thread, default bounds), through
 //!   `Indexer::apply_event` and a final `flush`.
 //!
@@ -13,8 +16,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -22,7 +24,7 @@ use kvidx::{
     Backend, Block, Config, Event, EventData, Indexer, Match, Outcome, TieredMatch, Worker,
     DEFAULT_QUEUE_CAPACITY,
 };
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 /// Events per iteration.
 const EVENTS: usize = 1 << 16;
@@ -46,7 +48,8 @@ fn stream() -> Vec<Event> {
         .collect()
 }
 
-/// A backend that only counts what it is given.
+/// A backend that only counts what it is given (on a cache line of its own).
+#[repr(align(128))]
 #[derive(Default)]
 struct Counting(AtomicU64);
 
@@ -79,115 +82,204 @@ impl Backend for Counting {
 #[derive(Default)]
 struct Position(AtomicUsize);
 
-/// The minimal ring: `slots.len()` (a power of two) events at most in flight.
+/// A flag on a cache line of its own: a side is asleep, waiting for the other to move.
+#[repr(align(128))]
+#[derive(Default)]
+struct Asleep(AtomicBool);
+
+/// Slots of one segment of the ring: the unit in which the producer publishes its tail and
+/// each side takes a segment's lock (once per segment, so about 1/64 of a lock per event).
+const SEGMENT: usize = 64;
+
+/// One segment's slots, on cache lines of their own. The lock is how safe Rust hands the
+/// slots from one side to the other; it is never contended in the steady state, since each
+/// side only takes a segment the positions give it.
+#[repr(align(128))]
+struct Segment(Mutex<Vec<Option<Event>>>);
+
+/// Rounds of waiting before a side sleeps: the first [`SPIN_ROUNDS`] spin (longer each
+/// round), the others yield the core; as the event pool's threads wait.
+const WAIT_ROUNDS: u32 = 9;
+const SPIN_ROUNDS: u32 = 7;
+
+/// The ring: `segments.len() * SEGMENT` events at most in flight, as many as the pool's
+/// queue holds by default.
+///
+/// A plain single-producer, single-consumer ring with batched publication: the producer
+/// fills the slots of a segment under its lock and publishes its tail once per segment (or
+/// when it must wait, or drains); the consumer takes every published event at once and
+/// publishes its head once per batch. Each side caches the other's position and reads it
+/// again only when that cached view says it must wait. A side that must wait spins, then
+/// yields, then sleeps; a side that publishes wakes the other if it sleeps (the flag is
+/// read after the position is written, both sequentially consistent, once per
+/// publication).
 struct Ring {
-    slots: Box<[Mutex<Option<Event>>]>,
+    segments: Box<[Segment]>,
     /// Events taken by the consumer (written by the consumer only).
     head: Position,
     /// Events published by the producer (written by the producer only).
     tail: Position,
+    producer_asleep: Asleep,
+    consumer_asleep: Asleep,
     stop: AtomicBool,
 }
 
-/// Waits a little: spins first, then yields the core (the machine may have two).
-fn backoff(step: &mut u32) {
-    if *step < 6 {
-        for _ in 0..1u32 << *step {
-            std::hint::spin_loop();
-        }
-    } else {
-        std::thread::yield_now();
-    }
-    *step = (*step + 1).min(10);
-}
-
-/// The ring and its consumer thread.
-struct RingHandoff {
-    ring: Arc<Ring>,
-    /// The consumer's head as last read (the producer's cached view).
-    seen_head: usize,
-    consumer: Option<JoinHandle<()>>,
-}
-
-impl RingHandoff {
-    fn start(backend: Arc<Counting>) -> Self {
-        let ring = Arc::new(Ring {
-            slots: (0..DEFAULT_QUEUE_CAPACITY)
-                .map(|_| Mutex::new(None))
+impl Ring {
+    fn new() -> Self {
+        Self {
+            segments: (0..DEFAULT_QUEUE_CAPACITY / SEGMENT)
+                .map(|_| Segment(Mutex::new((0..SEGMENT).map(|_| None).collect())))
                 .collect(),
             head: Position::default(),
             tail: Position::default(),
+            producer_asleep: Asleep::default(),
+            consumer_asleep: Asleep::default(),
             stop: AtomicBool::new(false),
-        });
-        let shared = Arc::clone(&ring);
-        let consumer = std::thread::spawn(move || consume(&shared, &backend));
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.segments.len() * SEGMENT
+    }
+
+    fn segment(&self, position: usize) -> &Mutex<Vec<Option<Event>>> {
+        &self.segments[(position / SEGMENT) % self.segments.len()].0
+    }
+}
+
+/// Waits until `ready` returns a value: spins, then yields, then sleeps until woken (after
+/// raising `asleep` and reading once more, so that a wake-up is never missed).
+fn wait_until<T>(asleep: &Asleep, mut ready: impl FnMut() -> Option<T>) -> T {
+    for round in 0..WAIT_ROUNDS {
+        if let Some(value) = ready() {
+            return value;
+        }
+        if round < SPIN_ROUNDS {
+            for _ in 0..1u32 << round {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    loop {
+        asleep.0.store(true, Ordering::SeqCst);
+        if let Some(value) = ready() {
+            asleep.0.store(false, Ordering::Relaxed);
+            return value;
+        }
+        std::thread::park();
+        asleep.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Publishes `value` at `position` and wakes `sleeper` if it sleeps.
+fn publish(position: &Position, value: usize, asleep: &Asleep, sleeper: &Thread) {
+    position.0.store(value, Ordering::SeqCst);
+    if asleep.0.load(Ordering::SeqCst) {
+        sleeper.unpark();
+    }
+}
+
+/// The producer's side of the ring.
+struct Producer<'a> {
+    ring: &'a Ring,
+    consumer: Thread,
+    /// Events written, published or not.
+    tail: usize,
+    /// The tail last published.
+    published: usize,
+    /// The consumer's head as last read.
+    seen_head: usize,
+    /// The segment being filled (held from its first write until the tail is published).
+    open: Option<MutexGuard<'a, Vec<Option<Event>>>>,
+}
+
+impl<'a> Producer<'a> {
+    fn new(ring: &'a Ring, consumer: Thread) -> Self {
         Self {
             ring,
+            consumer,
+            tail: 0,
+            published: 0,
             seen_head: 0,
-            consumer: Some(consumer),
+            open: None,
         }
     }
 
     fn push(&mut self, event: Event) {
-        let ring = &*self.ring;
-        let mask = ring.slots.len() - 1;
-        let tail = ring.tail.0.load(Ordering::Relaxed);
-        let mut step = 0;
-        while tail - self.seen_head > mask {
-            self.seen_head = ring.head.0.load(Ordering::Acquire);
-            if tail - self.seen_head > mask {
-                backoff(&mut step);
-            }
+        let at = self.tail % SEGMENT;
+        if self.open.is_none() {
+            // The whole segment must be free (emptied by the consumer on the last lap)
+            // before it is locked: the consumer takes a segment's lock to empty it.
+            let free_from = self.tail - at + SEGMENT;
+            let capacity = self.ring.capacity();
+            self.wait_for_head(|head| free_from - head <= capacity);
+            self.open = Some(self.ring.segment(self.tail).lock());
         }
-        *ring.slots[tail & mask].lock() = Some(event);
-        ring.tail.0.store(tail + 1, Ordering::Release);
+        let slots = self.open.as_mut().expect("an open segment");
+        slots[at] = Some(event);
+        self.tail += 1;
+        if self.tail % SEGMENT == 0 {
+            self.publish();
+        }
     }
 
-    /// Returns once the consumer has taken every event pushed.
+    /// Unlocks the open segment and publishes every event written.
+    fn publish(&mut self) {
+        self.open = None;
+        if self.published != self.tail {
+            self.published = self.tail;
+            let ring = self.ring;
+            publish(&ring.tail, self.tail, &ring.consumer_asleep, &self.consumer);
+        }
+    }
+
+    /// Waits until `ok(head)` holds, publishing first (the consumer may be waiting for
+    /// those very events).
+    fn wait_for_head(&mut self, ok: impl Fn(usize) -> bool) {
+        if ok(self.seen_head) {
+            return;
+        }
+        self.publish();
+        let head = &self.ring.head.0;
+        self.seen_head = wait_until(&self.ring.producer_asleep, || {
+            let seen = head.load(Ordering::SeqCst);
+            ok(seen).then_some(seen)
+        });
+    }
+
+    /// Publishes every event written and returns once the consumer has taken them all.
     fn drain(&mut self) {
-        let tail = self.ring.tail.0.load(Ordering::Relaxed);
-        let mut step = 0;
-        while self.ring.head.0.load(Ordering::Acquire) != tail {
-            backoff(&mut step);
-        }
-        self.seen_head = tail;
+        let tail = self.tail;
+        self.wait_for_head(|head| head == tail);
     }
 }
 
-impl Drop for RingHandoff {
-    fn drop(&mut self) {
-        self.ring.stop.store(true, Ordering::Release);
-        if let Some(consumer) = self.consumer.take() {
-            consumer.join().expect("the ring's consumer finished");
-        }
-    }
-}
-
-/// The ring's consumer: takes every event published since it last looked, applies each to
-/// the backend and drops it, then publishes its new head.
-fn consume(ring: &Ring, backend: &Counting) {
-    let mask = ring.slots.len() - 1;
+/// The ring's consumer: takes every event published since it last looked, a segment's lock
+/// at a time, applies each to the backend and drops it, then publishes its new head; until
+/// `stop`.
+fn consume(ring: &Ring, backend: &Counting, producer: &Thread) {
     let mut head = 0;
-    let mut step = 0;
     loop {
-        let tail = ring.tail.0.load(Ordering::Acquire);
+        let tail = wait_until(&ring.consumer_asleep, || {
+            let tail = ring.tail.0.load(Ordering::SeqCst);
+            (tail != head || ring.stop.load(Ordering::SeqCst)).then_some(tail)
+        });
         if tail == head {
-            if ring.stop.load(Ordering::Acquire) {
-                return;
+            return; // stopped
+        }
+        while head < tail {
+            let end = tail.min(head - head % SEGMENT + SEGMENT);
+            let mut slots = ring.segment(head).lock();
+            for slot in &mut slots[head % SEGMENT..head % SEGMENT + (end - head)] {
+                let event = slot.take().expect("a published event");
+                backend.apply(event.worker, &event.data);
             }
-            backoff(&mut step);
-            continue;
+            drop(slots);
+            head = end;
         }
-        step = 0;
-        for at in head..tail {
-            let event = ring.slots[at & mask]
-                .lock()
-                .take()
-                .expect("a published event");
-            backend.apply(event.worker, &event.data);
-        }
-        head = tail;
-        ring.head.0.store(head, Ordering::Release);
+        publish(&ring.head, head, &ring.producer_asleep, producer);
     }
 }
 
@@ -213,17 +305,24 @@ fn handoff(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(EVENTS as u64));
 
-    let ring_backend = Arc::new(Counting::default());
-    let mut ring = RingHandoff::start(Arc::clone(&ring_backend));
-    group.bench_function("spsc_ring", |b| {
-        b.iter_custom(|iters| {
-            timed(iters, &events, |copy| {
-                copy.into_iter().for_each(|event| ring.push(event));
-                ring.drain();
+    let ring_backend = Counting::default();
+    let ring = Ring::new();
+    std::thread::scope(|scope| {
+        let main = std::thread::current();
+        let (ring, backend) = (&ring, &ring_backend);
+        let consumer = scope.spawn(move || consume(ring, backend, &main));
+        let mut producer = Producer::new(ring, consumer.thread().clone());
+        group.bench_function("spsc_ring", |b| {
+            b.iter_custom(|iters| {
+                timed(iters, &events, |copy| {
+                    copy.into_iter().for_each(|event| producer.push(event));
+                    producer.drain();
+                })
             })
-        })
+        });
+        ring.stop.store(true, Ordering::SeqCst);
+        consumer.thread().unpark();
     });
-    drop(ring);
 
     let pool = Indexer::with_backend(
         Box::new(Counting::default()),

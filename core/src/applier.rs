@@ -53,7 +53,7 @@ impl Run {
 
 /// Outcomes of a batch's events, counted before they are added to the shared counters.
 #[derive(Debug, Default, Clone, Copy)]
-struct Tally {
+pub(crate) struct Tally {
     applied: u64,
     rejected: u64,
     unknown_removals: u64,
@@ -182,11 +182,19 @@ impl Applier {
     /// many were rejected, and the first rejection's reason (nothing for an empty run). The
     /// run is left as it was; the caller clears it.
     pub(crate) fn apply_run(&self, run: &Run) -> (u64, Option<RejectReason>) {
-        let Some(worker) = run.worker else {
-            return (0, None);
-        };
-        let (_, rejected, first) = self.apply_counted(worker, None, &run.events);
-        (rejected, first)
+        let mut tally = Tally::default();
+        let first = self.apply_run_tallied(run, &mut tally);
+        self.add(tally);
+        (tally.rejected, first)
+    }
+
+    /// Applies a run as [`Applier::apply_run`] does, adding its outcomes to `tally` instead
+    /// of the counters (the caller adds the tally with [`Applier::add`], once for many runs:
+    /// one shared write per counter then, not per run). Returns the first rejection's reason.
+    pub(crate) fn apply_run_tallied(&self, run: &Run, tally: &mut Tally) -> Option<RejectReason> {
+        let worker = run.worker?;
+        let (_, first) = self.apply_tallied(worker, None, &run.events, tally);
+        first
     }
 
     /// The backend's batch, counted: whether it was applied, how many events were rejected
@@ -198,6 +206,20 @@ impl Applier {
         events: &[EventData],
     ) -> (bool, u64, Option<RejectReason>) {
         let mut tally = Tally::default();
+        let (applied, first) = self.apply_tallied(worker, offset, events, &mut tally);
+        self.add(tally);
+        (applied, tally.rejected, first)
+    }
+
+    /// The backend's batch, its outcomes added to `tally`: whether it was applied and the
+    /// first rejection's reason.
+    fn apply_tallied(
+        &self,
+        worker: Worker,
+        offset: Option<u64>,
+        events: &[EventData],
+        tally: &mut Tally,
+    ) -> (bool, Option<RejectReason>) {
         let mut first = None;
         let pending = self
             .predictions
@@ -210,12 +232,11 @@ impl Applier {
                 }
                 tally.add(outcome);
             });
-        self.add(tally);
         if let Some(pending) = pending.filter(|_| applied) {
             self.predictions
                 .after_events(self.backend(), worker, events, pending);
         }
-        (applied, tally.rejected, first)
+        (applied, first)
     }
 
     /// Counts one event's outcome.
@@ -226,7 +247,7 @@ impl Applier {
     }
 
     /// Adds a tally to the counters: one shared write per counter per batch, not per event.
-    fn add(&self, tally: Tally) {
+    pub(crate) fn add(&self, tally: Tally) {
         for (counter, value) in [
             (&self.events_applied, tally.applied),
             (&self.events_rejected, tally.rejected),

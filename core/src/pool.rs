@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::applier::{Applier, Run};
+use crate::applier::{Applier, Run, Tally};
 use crate::model::Write;
 use crate::Error;
 
@@ -85,6 +85,12 @@ struct Shared {
     gone: bool,
 }
 
+/// A value on cache lines of its own: the hint an idle thread reads in a loop must not share
+/// a line with the lock every sender writes.
+#[repr(align(128))]
+#[derive(Default)]
+struct OwnLines<T>(T);
+
 /// One queue: its jobs and its bounds, shared by its senders and its thread.
 ///
 /// A sender that finds the queue full waits for room; the thread wakes waiters only once the
@@ -92,12 +98,12 @@ struct Shared {
 /// it waits again (one wake-up per write would cost more than applying the write). Every
 /// check and change of the counters is made under the lock, so the bounds are exact.
 struct BoundedQueue {
-    shared: Mutex<Shared>,
+    shared: OwnLines<Mutex<Shared>>,
     /// What an idle thread watches (a plain load) instead of taking the lock from the senders
     /// to look: 0 when nothing is queued, else the number of jobs queued when it was last
     /// written (by a sender, under the lock, as the count reaches 1 and `take_at`), or
     /// [`URGENT`].
-    ready: AtomicUsize,
+    ready: OwnLines<AtomicUsize>,
     /// Signalled when a job comes for an idle thread (or the pool closes).
     work: Condvar,
     /// Signalled when room comes for waiting senders (or the thread is gone).
@@ -116,8 +122,8 @@ impl BoundedQueue {
     fn new(capacity: usize, budget: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
-            shared: Mutex::new(Shared::default()),
-            ready: AtomicUsize::new(0),
+            shared: OwnLines::default(),
+            ready: OwnLines::default(),
             work: Condvar::new(),
             room: Condvar::new(),
             capacity,
@@ -146,9 +152,9 @@ impl BoundedQueue {
         shared.jobs.push(job);
         let queued = shared.jobs.len();
         if shared.barriers > 0 {
-            self.ready.store(URGENT, Ordering::Relaxed);
+            self.ready.0.store(URGENT, Ordering::Relaxed);
         } else if queued == 1 || queued == self.take_at {
-            self.ready.store(queued, Ordering::Relaxed);
+            self.ready.0.store(queued, Ordering::Relaxed);
         }
         let wake = shared.idle;
         drop(shared);
@@ -161,10 +167,10 @@ impl BoundedQueue {
     /// Blocks until `bytes` more fit (or the queue is empty), then queues the write.
     #[inline]
     fn send_write(&self, write: Write, bytes: usize) -> Result<(), Error> {
-        let mut shared = self.shared.lock();
+        let mut shared = self.shared.0.lock();
         while !shared.gone && !self.fits(&shared, bytes) {
             shared.waiting += 1;
-            self.ready.store(URGENT, Ordering::Relaxed);
+            self.ready.0.store(URGENT, Ordering::Relaxed);
             self.room.wait(&mut shared);
             shared.waiting -= 1;
         }
@@ -177,7 +183,7 @@ impl BoundedQueue {
 
     /// Queues a barrier (it takes no room).
     fn send_barrier(&self, ack: Sender<Result<(), Error>>) -> Result<(), Error> {
-        self.push(self.shared.lock(), Job::Barrier(ack))
+        self.push(self.shared.0.lock(), Job::Barrier(ack))
     }
 
     /// Returns the room of applied writes (under the lock).
@@ -197,7 +203,7 @@ impl BoundedQueue {
     /// Returns the room of applied writes.
     fn release(&self, applied: Applied) {
         if applied.writes > 0 {
-            self.release_locked(&mut self.shared.lock(), applied);
+            self.release_locked(&mut self.shared.0.lock(), applied);
         }
     }
 
@@ -205,13 +211,13 @@ impl BoundedQueue {
     /// worth taking: [`BoundedQueue::take_at`] jobs or urgent while spinning, any job after.
     /// Returns the last hint read.
     fn wait_for_batch(&self) -> usize {
-        let mut ready = self.ready.load(Ordering::Relaxed);
+        let mut ready = self.ready.0.load(Ordering::Relaxed);
         for round in 0..IDLE_ROUNDS {
             if ready >= self.take_at || (round >= SPIN_ROUNDS && ready > 0) {
                 break;
             }
             idle_wait(round);
-            ready = self.ready.load(Ordering::Relaxed);
+            ready = self.ready.0.load(Ordering::Relaxed);
         }
         ready
     }
@@ -219,7 +225,7 @@ impl BoundedQueue {
     /// Whether the thread should act now: a barrier is queued, a sender waits for room or
     /// the pool is closing.
     fn urgent(&self) -> bool {
-        self.ready.load(Ordering::Relaxed) == URGENT
+        self.ready.0.load(Ordering::Relaxed) == URGENT
     }
 
     /// The thread's side: waits for a batch worth taking, returns the room of `applied`
@@ -229,7 +235,7 @@ impl BoundedQueue {
     fn take(&self, batch: &mut Vec<Job>, applied: Applied) -> bool {
         debug_assert!(batch.is_empty());
         self.wait_for_batch();
-        let mut shared = self.shared.lock();
+        let mut shared = self.shared.0.lock();
         self.release_locked(&mut shared, applied);
         let mut waited_again = false;
         while shared.jobs.is_empty() {
@@ -238,7 +244,7 @@ impl BoundedQueue {
             }
             // Everything applied is returned and nothing is queued: waiting senders, if any,
             // have been woken.
-            self.ready.store(0, Ordering::Relaxed);
+            self.ready.0.store(0, Ordering::Relaxed);
             if waited_again {
                 shared.idle = true;
                 self.work.wait(&mut shared);
@@ -255,27 +261,27 @@ impl BoundedQueue {
         // A sender still waiting for room keeps the hint urgent, so that the thread returns
         // room as it applies this batch and takes the next one without idling first.
         let hint = if shared.waiting > 0 { URGENT } else { 0 };
-        self.ready.store(hint, Ordering::Relaxed);
+        self.ready.0.store(hint, Ordering::Relaxed);
         true
     }
 
     /// Tells the thread to finish what is queued and exit.
     fn close(&self) {
-        self.shared.lock().closed = true;
-        self.ready.store(URGENT, Ordering::Relaxed);
+        self.shared.0.lock().closed = true;
+        self.ready.0.store(URGENT, Ordering::Relaxed);
         self.work.notify_one();
     }
 
     /// Senders waiting for room.
     #[cfg(test)]
     fn waiters(&self) -> usize {
-        self.shared.lock().waiting
+        self.shared.0.lock().waiting
     }
 
     /// Writes and bytes in use.
     #[cfg(test)]
     fn usage(&self) -> (usize, usize) {
-        let shared = self.shared.lock();
+        let shared = self.shared.0.lock();
         (shared.writes, shared.bytes)
     }
 }
@@ -299,10 +305,10 @@ struct Departure<'a>(&'a BoundedQueue);
 
 impl Drop for Departure<'_> {
     fn drop(&mut self) {
-        let mut shared = self.0.shared.lock();
+        let mut shared = self.0.shared.0.lock();
         shared.gone = true;
         let left = std::mem::take(&mut shared.jobs);
-        self.0.ready.store(0, Ordering::Relaxed);
+        self.0.ready.0.store(0, Ordering::Relaxed);
         drop(shared);
         self.0.room.notify_all();
         drop(left);
@@ -354,6 +360,9 @@ impl EventPool {
 
     #[inline]
     fn queue_of(&self, worker_id: u64) -> &Queue {
+        if let [only] = self.queues.as_slice() {
+            return only; // one event thread (the default): nothing to route
+        }
         let mut hasher = rustc_hash::FxBuildHasher.build_hasher();
         worker_id.hash(&mut hasher);
         let hash = std::hash::Hasher::finish(&hasher);
@@ -419,12 +428,19 @@ impl Applied {
 }
 
 /// The run an event thread has gathered from its batch, and the queued writes and bytes it
-/// stands for.
+/// stands for; and the outcomes of the runs applied since the counters were last updated.
 #[derive(Default)]
 struct Pending {
     run: Run,
     writes: usize,
     bytes: usize,
+    tally: Tally,
+}
+
+/// Adds the outcomes of the runs applied to the counters: once per batch taken and before
+/// a barrier is acknowledged (one shared write per counter then, not per run).
+fn count_applied(applier: &Applier, pending: &mut Pending) {
+    applier.add(std::mem::take(&mut pending.tally));
 }
 
 /// Applies `f` unless the pool has failed; a panic in it marks the pool failed (a bug that
@@ -446,7 +462,7 @@ fn apply_pending(
         return;
     }
     guarded(failed, || {
-        applier.apply_run(&pending.run);
+        applier.apply_run_tallied(&pending.run, &mut pending.tally);
     });
     pending.run.clear();
     applied.add(
@@ -485,6 +501,7 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
                 }
                 Job::Barrier(ack) => {
                     apply_pending(applier, &mut pending, &mut applied, failed);
+                    count_applied(applier, &mut pending);
                     queue.release(std::mem::take(&mut applied));
                     let status = if failed.load(Ordering::Acquire) {
                         Err(Error::ShutDown)
@@ -499,6 +516,7 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
             }
         }
         apply_pending(applier, &mut pending, &mut applied, failed);
+        count_applied(applier, &mut pending);
     }
 }
 

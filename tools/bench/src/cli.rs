@@ -43,6 +43,13 @@ pub enum Command {
     /// Routing before the events arrive: kv-cost under each view of the caches, at each
     /// event delay, on the trace and its bursty variant (the main job's study, alone).
     Delays(DelaysArgs),
+    /// Find each index's sustained rate: the highest offered block-op rate it keeps up with
+    /// in open loop (a fresh process per probe).
+    Sustain(SustainArgs),
+    /// Replay a workload once against one index in this process, at an offered rate or
+    /// closed loop, and print the run's figures as JSON (used by sustain).
+    #[command(hide = true)]
+    Probe(ProbeArgs),
 }
 
 /// The fleet of the full measurement (the published figures): the conversation trace on 256
@@ -266,9 +273,38 @@ pub struct SnapshotArgs {
     pub check_queries: usize,
 }
 
-/// `measure` (internal).
+/// `sustain`.
 #[derive(Debug, Clone, Args)]
-pub struct MeasureArgs {
+pub struct SustainArgs {
+    /// The workload file to replay.
+    #[arg(long)]
+    pub workload: PathBuf,
+    /// Indexes to measure, one after the other.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Subject::Positional, Subject::Radix])]
+    pub subjects: Vec<Subject>,
+    /// Event threads of each index.
+    #[arg(long, default_value_t = 1)]
+    pub event_threads: usize,
+    /// Threads issuing find_matches queries (0: the feeder answers each query itself).
+    #[arg(long, default_value_t = 1)]
+    pub query_threads: usize,
+    /// The search stops once the lowest failing offered rate is within this fraction above
+    /// the highest sustained one.
+    #[arg(long, default_value_t = 0.10)]
+    pub tolerance: f64,
+    /// Probes per index at most (the closed-loop run included); the bracket reached by then
+    /// is reported.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub max_probes: u32,
+    /// Directory for the figures (results.json); default: target/kvidx-bench/sustain.
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+}
+
+/// One index on one workload, measured in this process (the internal `measure` and
+/// `probe`).
+#[derive(Debug, Clone, Args)]
+pub struct OneIndexArgs {
     /// The workload file.
     #[arg(long)]
     pub workload: PathBuf,
@@ -281,6 +317,35 @@ pub struct MeasureArgs {
     /// Query threads (0: the feeder answers each query itself).
     #[arg(long, default_value_t = 1)]
     pub query_threads: usize,
+}
+
+impl OneIndexArgs {
+    /// The thread counts.
+    pub fn threads(&self) -> crate::replay::Threads {
+        crate::replay::Threads {
+            events: self.event_threads,
+            queries: self.query_threads,
+        }
+    }
+}
+
+/// `probe` (internal).
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// The index and workload.
+    #[command(flatten)]
+    pub index: OneIndexArgs,
+    /// Offered rate in ops/s; closed loop without it.
+    #[arg(long)]
+    pub rate: Option<f64>,
+}
+
+/// `measure` (internal).
+#[derive(Debug, Clone, Args)]
+pub struct MeasureArgs {
+    /// The index and workload.
+    #[command(flatten)]
+    pub index: OneIndexArgs,
     /// Open-loop fractions of the closed-loop rate.
     #[arg(long, value_delimiter = ',')]
     pub fractions: Vec<f64>,

@@ -20,7 +20,7 @@ use crate::workload::{read_workload, write_workload, Counts, TimedOp};
 use crate::{plot, report};
 
 /// The repository this tool was built from.
-fn repo_dir() -> PathBuf {
+pub(crate) fn repo_dir() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     path.canonicalize().unwrap_or(path)
 }
@@ -42,9 +42,14 @@ pub fn full_trace_path() -> PathBuf {
 
 /// The output directory: `--out-dir`, else `target/kvidx-bench/<command>` of the repository
 /// (each command its own, so that `replay` never overwrites the main job's figures).
-fn out_dir(opts: &ReplayOpts, command: &str) -> Result<PathBuf, String> {
-    let dir = match &opts.out_dir {
-        Some(d) => d.clone(),
+pub(crate) fn out_dir(opts: &ReplayOpts, command: &str) -> Result<PathBuf, String> {
+    out_dir_of(opts.out_dir.as_deref(), command)
+}
+
+/// The output directory: `chosen`, else `target/kvidx-bench/<command>` of the repository.
+pub(crate) fn out_dir_of(chosen: Option<&Path>, command: &str) -> Result<PathBuf, String> {
+    let dir = match chosen {
+        Some(d) => d.to_path_buf(),
         None => {
             let repo = repo_dir();
             if repo.join("Cargo.toml").is_file() {
@@ -59,7 +64,7 @@ fn out_dir(opts: &ReplayOpts, command: &str) -> Result<PathBuf, String> {
 }
 
 /// A progress line on stderr (the tables go to stdout).
-fn phase(what: &str) {
+pub(crate) fn phase(what: &str) {
     eprintln!("kvidx-bench: {what}");
 }
 
@@ -548,17 +553,14 @@ pub fn replay_file(args: &ReplayArgs) -> Result<(), String> {
 
 /// `kvidx-bench measure` (internal): one index, JSON on stdout.
 pub fn measure(args: &MeasureArgs) -> Result<(), String> {
-    let ops = read_workload(&args.workload)?;
-    let threads = Threads {
-        events: args.event_threads,
-        queries: args.query_threads,
-    };
+    let ops = read_workload(&args.index.workload)?;
+    let threads = args.index.threads();
     let plan = Plan {
         fractions: args.fractions.clone(),
         rates: args.rates.clone(),
         repeat: args.repeat,
     };
-    let r = replay::measure(&ops, args.subject, threads, &plan);
+    let r = replay::measure(&ops, args.index.subject, threads, &plan);
     println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     Ok(())
 }
@@ -579,6 +581,24 @@ struct Replayed<'a> {
     label: &'static str,
 }
 
+/// Runs this binary with `args` in a child process (its progress on our stderr) and reads
+/// the JSON it prints; `what` names the run in errors.
+pub(crate) fn run_child<T: serde::de::DeserializeOwned>(
+    args: &[std::ffi::OsString],
+    what: &str,
+) -> Result<T, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
+    let out = Command::new(exe)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run a child for {what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{what} failed ({})", out.status));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("bad output of {what}: {e}"))
+}
+
 /// Measures one index in a child process of this binary, so that its memory figures are its
 /// own (a fresh heap and its own peak RSS). Without `open`, closed loop only.
 fn measure_in_child(
@@ -587,33 +607,23 @@ fn measure_in_child(
     subject: crate::target::Subject,
     open: bool,
 ) -> Result<SubjectReport, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find own binary: {e}"))?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("measure")
-        .arg("--workload")
-        .arg(workload)
-        .args(["--subject", subject.name()])
-        .args(["--event-threads", &opts.event_threads.to_string()])
-        .args(["--query-threads", &opts.query_threads.to_string()])
-        .args(["--repeat", &opts.repeat.to_string()]);
+    let mut args: Vec<std::ffi::OsString> = vec!["measure".into(), "--workload".into()];
+    args.push(workload.into());
+    for (flag, value) in [
+        ("--subject", subject.name().to_string()),
+        ("--event-threads", opts.event_threads.to_string()),
+        ("--query-threads", opts.query_threads.to_string()),
+        ("--repeat", opts.repeat.to_string()),
+    ] {
+        args.extend([flag.into(), value.into()]);
+    }
     if open && !opts.fractions.is_empty() {
-        cmd.args(["--fractions", &join(&opts.fractions)]);
+        args.extend(["--fractions".into(), join(&opts.fractions).into()]);
     }
     if open && !opts.rates.is_empty() {
-        cmd.args(["--rates", &join(&opts.rates)]);
+        args.extend(["--rates".into(), join(&opts.rates).into()]);
     }
-    let out = cmd
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run measure child: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "measuring {} failed ({})",
-            subject.name(),
-            out.status
-        ));
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("bad measure output: {e}"))
+    run_child(&args, &format!("measuring {}", subject.name()))
 }
 
 /// Measures one index on one workload (in a child process unless `--in-process`); without
@@ -696,8 +706,9 @@ struct Results<'a> {
     beyond_harness: &'a [BeyondHarness],
 }
 
+/// A workload's file and counts, as `results.json` gives them.
 #[derive(Serialize)]
-struct WorkloadInfo {
+pub(crate) struct WorkloadInfo {
     path: String,
     ops: u64,
     stored: u64,
@@ -716,9 +727,14 @@ fn is_zero(v: &u64) -> bool {
 
 impl WorkloadInfo {
     fn of(workload: &Replayed) -> Self {
-        let counts = Counts::of(workload.ops);
+        Self::of_file(workload.path, workload.ops)
+    }
+
+    /// The workload in `path`, whose operations are `ops`.
+    pub(crate) fn of_file(path: &Path, ops: &[TimedOp]) -> Self {
+        let counts = Counts::of(ops);
         WorkloadInfo {
-            path: workload.path.display().to_string(),
+            path: path.display().to_string(),
             ops: counts.ops(),
             stored: counts.stored,
             removed: counts.removed,

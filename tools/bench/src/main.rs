@@ -27,6 +27,7 @@ mod rss;
 mod sim;
 mod snapshot;
 mod study;
+mod sustain;
 mod target;
 mod trace;
 mod workload;
@@ -42,6 +43,8 @@ fn main() {
         Some(cli::Command::Measure(a)) => jobs::measure(a),
         Some(cli::Command::Snapshot(a)) => snapshot::run(a),
         Some(cli::Command::Delays(a)) => jobs::delays(a),
+        Some(cli::Command::Sustain(a)) => sustain::run(a),
+        Some(cli::Command::Probe(a)) => sustain::probe(a),
     };
     if let Err(e) = result {
         eprintln!("kvidx-bench: {e}");

@@ -366,6 +366,7 @@ mod tests {
             p999_ns: 9000,
             max_ns: 10_000,
             queries: 10,
+            feeder_lag_s: 0.0,
         }
     }
 

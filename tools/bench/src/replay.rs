@@ -76,6 +76,10 @@ pub struct RunResult {
     pub max_ns: u64,
     /// Queries answered.
     pub queries: u64,
+    /// Open loop: how late the feeder issued its latest operation, at worst (seconds after
+    /// the operation was due); 0 for closed loop.
+    #[serde(default)]
+    pub feeder_lag_s: f64,
 }
 
 impl RunResult {
@@ -148,12 +152,14 @@ fn new_histogram() -> Histogram<u64> {
 /// Waits until `due` after `start` by sleeping, never spinning: on a machine with few cores
 /// a spinning feeder would take a core from the index it measures. Linux sleeps last at
 /// least ~50 us, so at high rates the operations due meanwhile go out back to back on waking:
-/// the offered rate holds on average, in bursts of at most a sleep's length.
-fn wait_until(start: Instant, due: Duration) {
+/// the offered rate holds on average, in bursts of at most a sleep's length. Returns how late
+/// the feeder already was (zero when it had to wait).
+fn wait_until(start: Instant, due: Duration) -> Duration {
     let now = start.elapsed();
     if due > now {
         std::thread::sleep(due - now);
     }
+    now.saturating_sub(due)
 }
 
 /// Answers queries one at a time, timing each call into a histogram (a query thread's, or
@@ -253,10 +259,11 @@ fn run_on(
         (Load::Open(r), _) => format!("{name} @{r:.0}/s"),
     };
     let bar = progress::bar(ready.len() as u64, &label);
+    let mut lag = Duration::ZERO;
     let start = Instant::now();
     for (i, op) in ready.into_iter().enumerate() {
         if let Load::Open(rate) = load {
-            wait_until(start, Duration::from_secs_f64(i as f64 / rate));
+            lag = lag.max(wait_until(start, Duration::from_secs_f64(i as f64 / rate)));
         }
         match op {
             Ready::Event(e) => target.submit(e),
@@ -291,6 +298,7 @@ fn run_on(
         p999_ns: hist.value_at_quantile(0.999),
         max_ns: hist.max(),
         queries: hist.len(),
+        feeder_lag_s: lag.as_secs_f64(),
     }
 }
 
@@ -505,6 +513,14 @@ mod tests {
         );
         assert!(r.seconds >= 0.035, "took {} s", r.seconds);
         assert_eq!(r.offered, Some(200.0));
+        let closed = run(
+            &tiny(),
+            Subject::Radix,
+            ONE_EACH,
+            Load::Closed,
+            Queries::Plain,
+        );
+        assert_eq!(closed.feeder_lag_s, 0.0, "closed loop has no schedule");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn bytes(v: u64) -> String {
     }
 }
 
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -539,6 +539,7 @@ pub fn open_table(reports: &[SubjectReport]) -> String {
                 r.name.clone(),
                 rate(o.offered.unwrap_or(0.0)),
                 rate(o.ops_per_s()),
+                rate(o.block_ops_per_s()),
                 ns(o.p50_ns),
                 ns(o.p99_ns),
                 ns(o.p999_ns),
@@ -550,6 +551,7 @@ pub fn open_table(reports: &[SubjectReport]) -> String {
             "index",
             "offered/s",
             "achieved/s",
+            "block ops/s",
             "find p50",
             "find p99",
             "find p99.9",
@@ -672,6 +674,7 @@ mod tests {
             p999_ns: p50_ns,
             max_ns: p50_ns,
             queries: 1,
+            feeder_lag_s: 0.0,
         };
         let report = |workload: Option<&str>, tiered: Option<RunResult>| SubjectReport {
             tiered,
@@ -712,6 +715,7 @@ mod tests {
                 p999_ns: 1,
                 max_ns: 1,
                 queries,
+                feeder_lag_s: 0.0,
             };
             SubjectReport::of_runs("x", closed, vec![])
         };

@@ -224,6 +224,7 @@ mod tests {
             p999_ns: 0,
             max_ns: 0,
             queries: 0,
+            feeder_lag_s: 0.0,
         };
         SubjectReport::of_runs(name, run, vec![run; open])
     }
