@@ -36,6 +36,17 @@ fn parse_seq(seq: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
     Ok(Some(seq.extract()?))
 }
 
+/// Stores with extra keys (cache salt, multimodal items): indexed under their namespace by
+/// default, skipped with `skip_extras`, hashed by their tokens alone with `hash_extras`.
+fn extras_policy(skip_extras: bool, hash_extras: bool) -> PyResult<ExtrasPolicy> {
+    match (skip_extras, hash_extras) {
+        (false, false) => Ok(ExtrasPolicy::Namespaced),
+        (true, false) => Ok(ExtrasPolicy::Skip),
+        (false, true) => Ok(ExtrasPolicy::HashTokensOnly),
+        (true, true) => Err(invalid("skip_extras and hash_extras exclude each other")),
+    }
+}
+
 fn feed_error(error: FeedError) -> PyErr {
     match error {
         FeedError::Decode(e) => MalformedPayload::new_err(e.to_string()),
@@ -137,13 +148,15 @@ impl EngineFeed {
 #[pymethods]
 impl EngineFeed {
     #[new]
-    #[pyo3(signature = (format="vllm", *, clear_on_gap=true, clear_on_restart=true, all_media=false, group=Some(0), hash_extras=false, unknown_medium="external"))]
+    #[pyo3(signature = (format="vllm", *, clear_on_gap=true, clear_on_restart=true, all_media=false, group=Some(0), skip_extras=false, hash_extras=false, unknown_medium="external"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         format: &str,
         clear_on_gap: bool,
         clear_on_restart: bool,
         all_media: bool,
         group: Option<u32>,
+        skip_extras: bool,
         hash_extras: bool,
         unknown_medium: &str,
     ) -> PyResult<Self> {
@@ -154,11 +167,7 @@ impl EngineFeed {
                 MediaFilter::GpuOnly
             },
             group,
-            extras: if hash_extras {
-                ExtrasPolicy::HashTokensOnly
-            } else {
-                ExtrasPolicy::Skip
-            },
+            extras: extras_policy(skip_extras, hash_extras)?,
             unknown_medium: crate::events::parse_tier(unknown_medium)?,
         };
         let config = FeedConfig {
