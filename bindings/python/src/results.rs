@@ -295,3 +295,15 @@ counters! {
         dropped_by_events,
     }
 }
+
+counters! {
+    /// The hash check's counts (for one publisher, or summed).
+    HashCheckCounts from kvidx::engine::HashCheckCounts {
+        /// Blocks whose published name the check reproduced.
+        matched,
+        /// Blocks whose published name differs from the recomputed one.
+        mismatched,
+        /// Blocks the check could not recompute from the event.
+        unverifiable,
+    }
+}
