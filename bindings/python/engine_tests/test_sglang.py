@@ -73,3 +73,18 @@ def test_sglang_offloaded_blocks_land_on_their_tier() -> None:
         feed.apply_message(index, 2, payload(stored([1], None, tokens, medium=KV.StorageMedium.CPU.value)))
         (match,) = index.find_matches_tiered(kvidx.hash_tokens(tokens, BLOCK))
         assert match.tier_depths == (0, 1, 1, 1) and match.blocks_on("host") == 1
+
+
+def test_a_salted_sglang_store_is_reached_by_its_salt_only() -> None:
+    tokens = list(range(1, 2 * BLOCK + 1))
+    with kvidx.Indexer(event_threads=0) as index:
+        feed = kvidx.EngineFeed("sglang")
+        feed.apply_message(index, 6, payload(stored([-3, 4], None, tokens, cache_salt="tenant-a")))
+        reached = kvidx.hash_request(tokens, BLOCK, cache_salt="tenant-a")
+        assert [tuple(m) for m in index.find_matches(reached)] == [(6, 0, 2)]
+        assert index.find_matches(kvidx.hash_request(tokens, BLOCK, cache_salt="tenant-b")) == []
+        assert index.find_matches(kvidx.hash_tokens(tokens, BLOCK)) == []
+    with kvidx.Indexer(event_threads=0) as index:
+        report = kvidx.EngineFeed("sglang", skip_extras=True).apply_message(
+            index, 6, payload(stored([-3, 4], None, tokens, cache_salt="tenant-a")))
+        assert (report.events_skipped, index.stats().worker_blocks) == (1, 0)

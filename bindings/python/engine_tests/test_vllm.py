@@ -55,3 +55,19 @@ def test_a_vllm_lora_store_hashes_with_the_adapters_seed() -> None:
         feed.apply_message(index, 3, payload(stored([9], None, tokens, lora_id=1, lora_name="adapter")))
         assert index.find_matches(kvidx.hash_tokens(tokens, BLOCK)) == []
         assert [tuple(m) for m in index.find_matches(kvidx.hash_tokens(tokens, BLOCK, lora_name="adapter"))] == [(3, 0, 1)]
+
+
+def test_a_salted_vllm_store_is_reached_by_its_salt_only() -> None:
+    # vLLM's extra_keys: one entry per block, the cache salt on the request's first block.
+    tokens = list(range(1, 2 * BLOCK + 1))
+    salted = payload(stored([21, 22], None, tokens, extra_keys=[("tenant-a",), None]))
+    with kvidx.Indexer(event_threads=0) as index:
+        feed = kvidx.EngineFeed("vllm")
+        assert feed.apply_message(index, 4, salted).events_submitted == 1
+        reached = kvidx.hash_request(tokens, BLOCK, cache_salt="tenant-a")
+        assert [tuple(m) for m in index.find_matches(reached)] == [(4, 0, 2)]
+        assert index.find_matches(kvidx.hash_request(tokens, BLOCK, cache_salt="tenant-b")) == []
+        assert index.find_matches(kvidx.hash_tokens(tokens, BLOCK)) == []
+    with kvidx.Indexer(event_threads=0) as index:
+        report = kvidx.EngineFeed("vllm", skip_extras=True).apply_message(index, 4, salted)
+        assert (report.events_skipped, index.stats().worker_blocks) == (1, 0)

@@ -4,15 +4,17 @@
 use std::sync::Mutex;
 
 use kvidx::engine::{
-    self, ApplyOptions, ExtrasPolicy, FeedConfig, FeedError, Format, MediaFilter, SeqStatus,
+    self, ApplyOptions, ExtrasPolicy, FeedConfig, FeedError, Format, LlmdKeysConfig, MediaFilter,
+    SeqStatus,
 };
 use kvidx::Worker;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{index_error, invalid, MalformedFeedState, MalformedPayload};
+use crate::hash_check;
 use crate::indexer::Indexer;
-use crate::results::EngineStats;
+use crate::results::{EngineStats, HashCheckCounts};
 
 fn parse_format(name: &str) -> PyResult<Format> {
     match name {
@@ -34,6 +36,17 @@ fn parse_seq(seq: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
             .ok_or_else(|| invalid("a sequence frame is exactly 8 bytes"));
     }
     Ok(Some(seq.extract()?))
+}
+
+/// Stores with extra keys (cache salt, multimodal items): indexed under their namespace by
+/// default, skipped with `skip_extras`, hashed by their tokens alone with `hash_extras`.
+fn extras_policy(skip_extras: bool, hash_extras: bool) -> PyResult<ExtrasPolicy> {
+    match (skip_extras, hash_extras) {
+        (false, false) => Ok(ExtrasPolicy::Namespaced),
+        (true, false) => Ok(ExtrasPolicy::Skip),
+        (false, true) => Ok(ExtrasPolicy::HashTokensOnly),
+        (true, true) => Err(invalid("skip_extras and hash_extras exclude each other")),
+    }
 }
 
 fn feed_error(error: FeedError) -> PyErr {
@@ -137,13 +150,15 @@ impl EngineFeed {
 #[pymethods]
 impl EngineFeed {
     #[new]
-    #[pyo3(signature = (format="vllm", *, clear_on_gap=true, clear_on_restart=true, all_media=false, group=Some(0), hash_extras=false, unknown_medium="external"))]
+    #[pyo3(signature = (format="vllm", *, clear_on_gap=true, clear_on_restart=true, all_media=false, group=Some(0), skip_extras=false, hash_extras=false, unknown_medium="external"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         format: &str,
         clear_on_gap: bool,
         clear_on_restart: bool,
         all_media: bool,
         group: Option<u32>,
+        skip_extras: bool,
         hash_extras: bool,
         unknown_medium: &str,
     ) -> PyResult<Self> {
@@ -154,11 +169,7 @@ impl EngineFeed {
                 MediaFilter::GpuOnly
             },
             group,
-            extras: if hash_extras {
-                ExtrasPolicy::HashTokensOnly
-            } else {
-                ExtrasPolicy::Skip
-            },
+            extras: extras_policy(skip_extras, hash_extras)?,
             unknown_medium: crate::events::parse_tier(unknown_medium)?,
         };
         let config = FeedConfig {
@@ -245,6 +256,73 @@ impl EngineFeed {
     /// The feed's counters.
     fn stats(&self) -> EngineStats {
         self.with(|feed| feed.stats()).into()
+    }
+
+    /// Turns the hash check on (replacing any earlier one): each store's published block
+    /// hashes are recomputed with `algorithm` (`"vllm_sha256_cbor"`, `"vllm_xxhash_cbor"` or
+    /// `"sglang_sha256"`), vLLM's `seed` (the engine's `PYTHONHASHSEED`) and `block_size`
+    /// (None: each store's own), and counted per publisher. Changes nothing indexed.
+    #[pyo3(signature = (algorithm, seed=kvidx::engine::hash_check::VLLM_DEFAULT_SEED.to_owned(), block_size=None))]
+    fn set_hash_check(
+        &self,
+        algorithm: &str,
+        seed: String,
+        block_size: Option<u32>,
+    ) -> PyResult<()> {
+        let config = hash_check::config(algorithm, seed, block_size)?;
+        self.with(|feed| feed.set_hash_check(Some(config)));
+        Ok(())
+    }
+
+    /// Turns the hash check off (its counts are forgotten).
+    fn clear_hash_check(&self) {
+        self.with(|feed| feed.set_hash_check(None));
+    }
+
+    /// The hash check's `(algorithm, seed, block_size)`, or None when it is off.
+    #[getter]
+    fn hash_check(&self) -> Option<(&'static str, String, Option<u32>)> {
+        self.with(|feed| feed.hash_check().map(hash_check::described))
+    }
+
+    /// The hash check's counts for one publisher (zeros before its first store), or None
+    /// when the check is off.
+    #[pyo3(signature = (worker_id, *, dp_rank=0))]
+    fn hash_check_counts(&self, worker_id: u64, dp_rank: u32) -> Option<HashCheckCounts> {
+        self.with(|feed| feed.hash_check_counts(Worker::new(worker_id, dp_rank)))
+            .map(Into::into)
+    }
+
+    /// The hash check's counts summed over every publisher, forgotten ones included, or None
+    /// when the check is off.
+    fn hash_check_totals(&self) -> Option<HashCheckCounts> {
+        self.with(|feed| feed.hash_check_totals()).map(Into::into)
+    }
+
+    /// `{(worker_id, dp_rank): HashCheckCounts}` of every publisher the check holds counts
+    /// for, ordered by worker id and dp rank (empty when the check is off).
+    fn hash_check_workers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        hash_check::per_worker(py, self.with(|feed| feed.hash_check_workers()))
+    }
+
+    /// Indexes stores under llm-d's request keys (docs/contract.md section 3.2) of `seed`
+    /// and `model` (a LoRA store: its adapter's name) instead of local hashes; query with
+    /// `llmd_request_keys`. Switch before the first batch: the keys of blocks seen so far
+    /// are forgotten.
+    fn set_llmd_keys(&self, seed: String, model: String) {
+        let config = LlmdKeysConfig { seed, model };
+        self.with(|feed| feed.set_llmd_keys(Some(config)));
+    }
+
+    /// Indexes stores under local hashes again (the default).
+    fn clear_llmd_keys(&self) {
+        self.with(|feed| feed.set_llmd_keys(None));
+    }
+
+    /// llm-d's `(seed, model)` when stores are indexed under its keys, else None.
+    #[getter]
+    fn llmd_keys(&self) -> Option<(String, String)> {
+        self.with(|feed| feed.llmd_keys().map(|c| (c.seed.clone(), c.model.clone())))
     }
 
     /// Every publisher's tracking state as bytes, for `restore_state`.

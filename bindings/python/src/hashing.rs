@@ -27,3 +27,20 @@ pub fn hash_tokens(
 pub fn seq_hashes(py: Python<'_>, local_hashes: Vec<u64>) -> Vec<u64> {
     py.allow_threads(|| kvidx::hashing::seq_hashes(&local_hashes))
 }
+
+/// llm-d's request keys (docs/contract.md section 3.2) of every full block of `tokens`,
+/// chained from the root key of `model` (or a LoRA adapter's name) under `seed` (llm-d's
+/// `HashSeed`).
+#[pyfunction]
+pub fn llmd_request_keys(
+    py: Python<'_>,
+    tokens: Vec<u32>,
+    block_size: usize,
+    seed: &str,
+    model: &str,
+) -> PyResult<Vec<u64>> {
+    if block_size == 0 {
+        return Err(invalid("block_size must be positive"));
+    }
+    Ok(py.allow_threads(|| kvidx::llmd::request_keys(&tokens, block_size, seed, model)))
+}

@@ -10,8 +10,9 @@ use pyo3::types::{PyBytes, PyList};
 use crate::answers::{matches_list, with_answer};
 use crate::errors::{index_error, invalid, ShutDown};
 use crate::events::{event_of, events_of};
+use crate::predictions::{self, PredictedMatch};
 use crate::query::with_query;
-use crate::results::{ReplicaStats, SnapshotInfo, Stats, TieredMatch};
+use crate::results::{PredictionStats, ReplicaStats, SnapshotInfo, Stats, TieredMatch};
 use crate::snapshot_io;
 
 /// The backend named `name`.
@@ -58,7 +59,8 @@ impl Indexer {
 #[pymethods]
 impl Indexer {
     #[new]
-    #[pyo3(signature = (backend="positional", *, event_threads=1, jump_size=0, queue_capacity=0, queue_bytes=0))]
+    #[pyo3(signature = (backend="positional", *, event_threads=1, jump_size=0, queue_capacity=0, queue_bytes=0, prediction_bytes=0, prediction_worker_capacity=0, manual_clock=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         backend: &str,
@@ -66,6 +68,9 @@ impl Indexer {
         jump_size: usize,
         queue_capacity: usize,
         queue_bytes: usize,
+        prediction_bytes: usize,
+        prediction_worker_capacity: usize,
+        manual_clock: bool,
     ) -> PyResult<Self> {
         let config = Config {
             backend: parse_backend(backend)?,
@@ -73,7 +78,11 @@ impl Indexer {
             jump_size,
             queue_capacity,
             queue_bytes,
-            predictions: kvidx::PredictionConfig::default(),
+            predictions: predictions::config(
+                prediction_bytes,
+                prediction_worker_capacity,
+                manual_clock,
+            ),
         };
         let index = py
             .allow_threads(|| kvidx::Indexer::new(config))
@@ -103,6 +112,27 @@ impl Indexer {
     #[getter]
     fn queue_bytes(&self) -> usize {
         self.config.queue_bytes
+    }
+    /// Bytes all predictions may take (the core's default when 0 was given).
+    #[getter]
+    fn prediction_bytes(&self) -> usize {
+        match self.config.predictions.max_bytes {
+            0 => kvidx::DEFAULT_PREDICTION_BYTES,
+            bytes => bytes,
+        }
+    }
+    /// Predicted blocks each worker may hold (0: no per-worker bound).
+    #[getter]
+    fn prediction_worker_capacity(&self) -> usize {
+        self.config.predictions.worker_capacity
+    }
+    /// The clock predictions expire by: `"monotonic"` or `"manual"`.
+    #[getter]
+    fn clock(&self) -> &'static str {
+        match self.config.predictions.clock {
+            kvidx::Clock::Monotonic => "monotonic",
+            kvidx::Clock::Manual => "manual",
+        }
     }
     /// Whether `close` was called.
     #[getter]
@@ -215,6 +245,68 @@ impl Indexer {
             let found = py.allow_threads(|| index.find_matches_tiered(query));
             Ok(found.into_iter().map(TieredMatch::from).collect())
         })
+    }
+
+    /// Credits `(worker_id, dp_rank)` with the chain of `local_hashes` for `ttl_seconds` on
+    /// the indexer's clock: until then, or until events settle it (a Stored confirms, a
+    /// Removed, a Cleared or the worker's removal drops), `find_matches_predicted` counts
+    /// these blocks for the worker. Takes effect before returning, even with event threads.
+    /// `find_matches` never sees predictions.
+    fn predict(
+        &self,
+        py: Python<'_>,
+        worker_id: u64,
+        dp_rank: u32,
+        local_hashes: &Bound<'_, PyAny>,
+        ttl_seconds: f64,
+    ) -> PyResult<()> {
+        let ttl = predictions::seconds(ttl_seconds, "ttl_seconds")?;
+        let index = self.open()?;
+        let worker = Worker::new(worker_id, dp_rank);
+        with_query(local_hashes, |query| {
+            py.allow_threads(|| index.predict(worker, query, ttl))
+                .map_err(index_error)
+        })
+    }
+
+    /// Every worker of `find_matches` (same confirmed `depth`) and every worker predicted to
+    /// hold the query's first block, with its `predicted_depth`: predicted depth descending,
+    /// then depth descending, then worker id, then dp rank.
+    fn find_matches_predicted(
+        &self,
+        py: Python<'_>,
+        local_hashes: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<PredictedMatch>> {
+        let index = self.open()?;
+        with_query(local_hashes, |query| {
+            let found = py.allow_threads(|| index.find_matches_predicted(query));
+            Ok(found.into_iter().map(PredictedMatch::from).collect())
+        })
+    }
+
+    /// The state and counters of the indexer's predictions.
+    fn prediction_stats(&self) -> PyResult<PredictionStats> {
+        Ok(self.open()?.prediction_stats().into())
+    }
+
+    /// Seconds on the indexer's clock: since the indexer was built (monotonic), or as last
+    /// set (manual).
+    fn now(&self) -> PyResult<f64> {
+        Ok(self.open()?.now().as_secs_f64())
+    }
+
+    /// Sets the manual clock to `seconds`; `InvalidArgument` with the monotonic clock or for
+    /// a time before the clock's current one.
+    fn set_time(&self, seconds: f64) -> PyResult<()> {
+        let now = predictions::seconds(seconds, "seconds")?;
+        self.open()?.set_time(now).map_err(index_error)
+    }
+
+    /// Moves the manual clock forward by `seconds`; `InvalidArgument` with the monotonic
+    /// clock.
+    fn advance_time(&self, seconds: f64) -> PyResult<()> {
+        let by = predictions::seconds(seconds, "seconds")?;
+        self.open()?.advance_time(by).map_err(index_error)
     }
 
     /// The indexer's counters (with event threads, `flush` first for exact figures).

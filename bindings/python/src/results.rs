@@ -272,3 +272,38 @@ counters! {
         batches_missed_from_start,
     }
 }
+
+counters! {
+    /// The state and counters of an indexer's predictions.
+    PredictionStats from kvidx::PredictionStats {
+        /// Predicted blocks held, one per (worker, block), expired ones not yet dropped
+        /// included.
+        blocks,
+        /// Workers with at least one predicted block held.
+        workers,
+        /// Bytes the predictions take; at most the byte bound.
+        bytes,
+        /// Blocks dropped, least recently predicted first, to stay within the byte bound.
+        dropped_for_bytes,
+        /// Blocks dropped, a worker's least recently predicted first, for its capacity.
+        dropped_for_capacity,
+        /// Expired blocks dropped.
+        expired,
+        /// Blocks confirmed by a Stored of the same worker and block.
+        confirmed,
+        /// Blocks dropped by a Removed, a Cleared or a worker's removal.
+        dropped_by_events,
+    }
+}
+
+counters! {
+    /// The hash check's counts (for one publisher, or summed).
+    HashCheckCounts from kvidx::engine::HashCheckCounts {
+        /// Blocks whose published name the check reproduced.
+        matched,
+        /// Blocks whose published name differs from the recomputed one.
+        mismatched,
+        /// Blocks the check could not recompute from the event.
+        unverifiable,
+    }
+}
