@@ -18,7 +18,7 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::hashing::{local_hash_with_seed, HASH_SEED};
+use crate::hashing::{hash_tokens_with_seed, local_hash_with_seed, HASH_SEED};
 
 /// The request-wide part of a namespace. Empty bytes mean "none": an empty LoRA name is no
 /// adapter and an empty salt is no salt (as in vLLM, which ignores an empty `cache_salt`).
@@ -150,9 +150,18 @@ pub fn hash_request(
     namespace: &Namespace<'_>,
     spans: &[MultimodalSpan<'_>],
 ) -> Vec<u64> {
+    if folds_nothing(namespace, spans) {
+        return hash_tokens_with_seed(tokens, block_size, namespace.seed());
+    }
     let mut out = vec![0; tokens.len() / block_size.max(1)];
     hash_request_into(tokens, block_size, namespace, spans, &mut out);
     out
+}
+
+/// Whether no key folds into any block: no cache salt and no span overlapping a token, so
+/// the local hashes are the token hashes under the namespace's seed.
+fn folds_nothing(namespace: &Namespace<'_>, spans: &[MultimodalSpan<'_>]) -> bool {
+    namespace.cache_salt.is_empty() && spans.iter().all(|s| s.end <= s.start)
 }
 
 /// [`hash_request`] into `out[..tokens.len() / block_size]`; returns that count.
@@ -169,9 +178,17 @@ pub fn hash_request_into(
     assert!(block_size > 0, "block_size must be positive");
     let blocks = tokens.len() / block_size;
     assert!(out.len() >= blocks, "output shorter than the block count");
+    let seed = namespace.seed();
+    if folds_nothing(namespace, spans) {
+        // No digest per block: un-salted requests without multimodal items cost what their
+        // token hashes cost.
+        for (block, slot) in tokens.chunks_exact(block_size).zip(out.iter_mut()) {
+            *slot = local_hash_with_seed(block, seed);
+        }
+        return blocks;
+    }
     let mut by_start: Vec<&MultimodalSpan<'_>> = spans.iter().filter(|s| s.end > s.start).collect();
     by_start.sort_by_key(|s| s.start);
-    let seed = namespace.seed();
     for (i, (block, slot)) in tokens
         .chunks_exact(block_size)
         .zip(out.iter_mut())
@@ -203,6 +220,13 @@ mod tests {
         (1..=12).collect()
     }
 
+    fn namespace(lora_name: &'static [u8], cache_salt: &'static [u8]) -> Namespace<'static> {
+        Namespace {
+            lora_name,
+            cache_salt,
+        }
+    }
+
     /// The golden vectors of docs/contract.md section 3.1 (tokens 1..=12, block size 4).
     #[test]
     fn golden_vectors() {
@@ -211,18 +235,9 @@ mod tests {
             start: 2,
             end: 6,
         }];
-        let salt = Namespace {
-            lora_name: b"",
-            cache_salt: b"tenant-a",
-        };
-        let lora = Namespace {
-            lora_name: b"adapter-a",
-            cache_salt: b"",
-        };
-        let both = Namespace {
-            lora_name: b"adapter-a",
-            cache_salt: b"tenant-a",
-        };
+        let salt = namespace(b"", b"tenant-a");
+        let lora = namespace(b"adapter-a", b"");
+        let both = namespace(b"adapter-a", b"tenant-a");
         let cases: [(&Namespace<'_>, &[MultimodalSpan<'_>], [u64; 3]); 5] = [
             (
                 &Namespace::NONE,
@@ -359,5 +374,31 @@ mod tests {
             hash_request(&t, 4, &Namespace::NONE, &[b, a]),
             hash_request(&t, 4, &Namespace::NONE, &[a, empty, b])
         );
+    }
+
+    #[test]
+    fn nothing_to_fold_gives_the_token_hashes_into_a_buffer_too() {
+        let empty = MultimodalSpan {
+            identifier: b"c",
+            start: 5,
+            end: 2,
+        };
+        let (lora, salted) = (namespace(b"adapter-a", b""), namespace(b"", b"tenant-a"));
+        let t: Vec<u32> = (1..=14).collect();
+        assert_eq!(
+            hash_request(&t, 4, &Namespace::NONE, &[empty]),
+            hash_tokens(&t, 4)
+        );
+        for (ns, spans) in [
+            (&Namespace::NONE, &[][..]),
+            (&Namespace::NONE, &[empty][..]),
+            (&lora, &[empty][..]),
+            (&salted, &[empty][..]),
+        ] {
+            let mut out = [0; 4];
+            assert_eq!(hash_request_into(&t, 4, ns, spans, &mut out), 3);
+            assert_eq!(out[..3], hash_request(&t, 4, ns, spans)[..], "{ns:?}");
+            assert_eq!(out[3], 0, "past the full blocks");
+        }
     }
 }

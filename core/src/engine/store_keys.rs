@@ -75,6 +75,7 @@ impl<'a> StoreKeysBuilder<'a> {
     }
 
     /// Starts the next block's entry (a nil entry is an entry without keys).
+    #[inline]
     pub fn begin_entry(&mut self) {
         self.end_entry();
         self.entries += 1;
@@ -110,6 +111,7 @@ impl<'a> StoreKeysBuilder<'a> {
         }
     }
 
+    #[inline]
     fn end_entry(&mut self) {
         let digest = std::mem::take(&mut self.current).value();
         self.lora_seen = false;

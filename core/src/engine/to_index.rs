@@ -256,6 +256,8 @@ fn local_blocks(stored: &BlockStored, options: &ApplyOptions) -> Option<Vec<Bloc
     // A salt published with every store of a request (SGLang) folds into its first block
     // only: later stores continue a parent whose identity already carries it.
     let first_salt = salt.filter(|_| namespaced && stored.parent_block_hash.is_none());
+    // Nothing to fold (no key digest, no salt): the token hashes as they are.
+    let folds = first_salt.is_some() || (namespaced && !keys.digests.is_empty());
     // One exactly sized vector: no intermediate list of local hashes.
     Some(
         stored
@@ -265,7 +267,7 @@ fn local_blocks(stored: &BlockStored, options: &ApplyOptions) -> Option<Vec<Bloc
             .enumerate()
             .map(|(i, (tokens, &engine))| {
                 let local = local_hash_with_seed(tokens, seed);
-                if !namespaced {
+                if !folds {
                     return Block::new(local, engine);
                 }
                 let mut digest = KeyDigest::resume(keys.digest(i));
