@@ -223,7 +223,7 @@ typedef enum kvidx_status {
  */
 typedef enum kvidx_backend {
     /**
-     * Per-position maps with exact jump search (the default).
+     * Per-position maps with exact jump search.
      */
     KVIDX_BACKEND_POSITIONAL = 0,
     /**
@@ -231,7 +231,8 @@ typedef enum kvidx_backend {
      */
     KVIDX_BACKEND_RADIX = 1,
     /**
-     * A tree of runs: consecutive blocks stored once for all the workers holding them.
+     * A tree of runs: consecutive blocks stored once for all the workers holding them (the
+     * default of `kvidx_config_default()`).
      */
     KVIDX_BACKEND_RUNS = 2,
 } kvidx_backend;
@@ -923,7 +924,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Returns the default configuration: positional backend, 1 event thread, default jump size.
+ * Returns the default configuration: runs backend, 1 event thread, default jump size.
  */
 struct kvidx_config kvidx_config_default(void);
 

@@ -25,7 +25,7 @@ pub(crate) fn status_of(error: Error) -> kvidx_status {
 
 /// The configuration `kvidx_config_default()` returns.
 pub(crate) const DEFAULT_CONFIG: kvidx_config = kvidx_config {
-    backend: kvidx_backend::KVIDX_BACKEND_POSITIONAL as u32,
+    backend: kvidx_backend::KVIDX_BACKEND_RUNS as u32,
     event_threads: 1,
     jump_size: 0,
 };

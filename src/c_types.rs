@@ -93,11 +93,12 @@ status_texts! {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum kvidx_backend {
-    /// Per-position maps with exact jump search (the default).
+    /// Per-position maps with exact jump search.
     KVIDX_BACKEND_POSITIONAL = 0,
     /// A concurrent radix tree over local hashes.
     KVIDX_BACKEND_RADIX = 1,
-    /// A tree of runs: consecutive blocks stored once for all the workers holding them.
+    /// A tree of runs: consecutive blocks stored once for all the workers holding them (the
+    /// default of `kvidx_config_default()`).
     KVIDX_BACKEND_RUNS = 2,
 }
 

@@ -7,7 +7,7 @@ use super::c_types::{kvidx_config, kvidx_indexer, kvidx_queue_limits, kvidx_stat
 use super::handle;
 use kvidx_core::{Indexer, PredictionConfig};
 
-/// Returns the default configuration: positional backend, 1 event thread, default jump size.
+/// Returns the default configuration: runs backend, 1 event thread, default jump size.
 #[no_mangle]
 pub extern "C" fn kvidx_config_default() -> kvidx_config {
     export!(value, c_convert::DEFAULT_CONFIG, {

@@ -242,9 +242,9 @@ struct Worker {
 
 /// Index backends.
 enum class Backend : std::uint32_t {
-  positional = KVIDX_BACKEND_POSITIONAL,  ///< Per-position tables with exact jump search (the default).
+  positional = KVIDX_BACKEND_POSITIONAL,  ///< Per-position tables with exact jump search.
   radix = KVIDX_BACKEND_RADIX,            ///< The concurrent radix tree.
-  runs = KVIDX_BACKEND_RUNS,              ///< The tree of runs of shared consecutive blocks.
+  runs = KVIDX_BACKEND_RUNS,              ///< The tree of runs of shared consecutive blocks (the default).
 };
 
 /// A STORED event: `blocks` continue `parent` (a seq hash the worker holds) or, when `parent`

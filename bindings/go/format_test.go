@@ -49,7 +49,7 @@ func TestPublicTypesPrintReadably(t *testing.T) {
 			t.Errorf("%%+v of %T = %q, differs from %%v %q", c.value, plus, got)
 		}
 	}
-	if got := fmt.Sprint(DefaultConfig()); !strings.HasPrefix(got, "{Backend:positional EventThreads:1 ") {
+	if got := fmt.Sprint(DefaultConfig()); !strings.HasPrefix(got, "{Backend:runs EventThreads:1 ") {
 		t.Errorf("DefaultConfig prints %q", got)
 	}
 	if err := ix.Close(); err != nil {

@@ -3,6 +3,7 @@ package kvidx
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"structs"
 	"unsafe"
 )
@@ -19,6 +20,21 @@ const (
 	// HashSglangSha256 is SGLang 0.5.23's per-page SHA-256 chain.
 	HashSglangSha256 HashAlgorithm = 2
 )
+
+// String names the algorithm as go-router's -hash-check flag does: "vllm-sha256-cbor",
+// "vllm-xxhash-cbor", "sglang-sha256", or HashAlgorithm(N) for another value.
+func (a HashAlgorithm) String() string {
+	switch a {
+	case HashVllmSha256Cbor:
+		return "vllm-sha256-cbor"
+	case HashVllmXxhashCbor:
+		return "vllm-xxhash-cbor"
+	case HashSglangSha256:
+		return "sglang-sha256"
+	default:
+		return "HashAlgorithm(" + strconv.FormatUint(uint64(a), 10) + ")"
+	}
+}
 
 // VllmDefaultSeed is the seed vLLM 0.33 derives NONE_HASH from for the sha256 algorithms
 // when PYTHONHASHSEED is unset.
@@ -37,6 +53,9 @@ type HashCheckStats struct {
 	// saw, a LoRA adapter, lookahead tokens).
 	Unverifiable uint64
 }
+
+// String prints the counts by name.
+func (s HashCheckStats) String() string { return fieldsString(s) }
 
 // bytesOf returns a pointer to s's bytes (nil when empty) for a C (pointer, length) pair;
 // the caller keeps s alive across the call.

@@ -18,7 +18,7 @@ const (
 	// BackendRadix is the concurrent radix tree.
 	BackendRadix Backend = 1
 	// BackendRuns is the tree of runs: consecutive blocks stored once for all the workers
-	// holding them.
+	// holding them (the backend of [DefaultConfig]).
 	BackendRuns Backend = 2
 )
 
@@ -62,11 +62,11 @@ type Config struct {
 	Predictions PredictionConfig
 }
 
-// DefaultConfig returns the library's defaults: positional backend, one event thread, the
+// DefaultConfig returns the library's defaults: runs backend, one event thread, the
 // default jump size and queue limits (the same values as kvidx_config_default and
 // kvidx_queue_limits_default).
 func DefaultConfig() Config {
-	return Config{Backend: BackendPositional, EventThreads: 1, JumpSize: 0}
+	return Config{Backend: BackendRuns, EventThreads: 1, JumpSize: 0}
 }
 
 // EventKind says what an [Event] does.

@@ -138,7 +138,7 @@ class SnapshotInfo:
 class Indexer:
     def __init__(
         self,
-        backend: BackendName = "positional",
+        backend: BackendName = "runs",
         *,
         event_threads: int = 1,
         jump_size: int = 0,

@@ -69,10 +69,11 @@ impl Config {
 }
 
 impl Default for Config {
-    /// Positional backend, one event thread, default jump size and queue capacity.
+    /// The default backend ([`BackendKind::Runs`]), one event thread, default jump size and
+    /// queue capacity.
     fn default() -> Self {
         Self {
-            backend: BackendKind::Positional,
+            backend: BackendKind::default(),
             event_threads: 1,
             jump_size: 0,
             queue_capacity: 0,
@@ -416,6 +417,12 @@ mod tests {
         let mut config = Config::default();
         change(&mut config);
         Indexer::new(config)
+    }
+
+    #[test]
+    fn the_default_backend_is_runs() {
+        assert_eq!(Config::default().backend, BackendKind::Runs);
+        assert_eq!(BackendKind::default(), BackendKind::Runs);
     }
 
     #[test]

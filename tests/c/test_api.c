@@ -59,9 +59,9 @@ static void status_codes_have_fixed_values_and_texts(void) {
     CHECK(kvidx_status_str(1) != kvidx_status_str(2));
 }
 
-static void config_default_is_positional_one_thread(void) {
+static void config_default_is_runs_one_thread(void) {
     kvidx_config c = kvidx_config_default();
-    CHECK_EQ(c.backend, KVIDX_BACKEND_POSITIONAL);
+    CHECK_EQ(c.backend, KVIDX_BACKEND_RUNS);
     CHECK_EQ(c.event_threads, 1);
     CHECK_EQ(c.jump_size, 0);
 }
@@ -610,7 +610,7 @@ static void panic_pooled(void) { check_panic_poisons(&POOLED); }
 int main(void) {
     RUN(versions_match_the_header);
     RUN(status_codes_have_fixed_values_and_texts);
-    RUN(config_default_is_positional_one_thread);
+    RUN(config_default_is_runs_one_thread);
     RUN(new_validates_config_and_writes_out_only_on_success);
     RUN(null_handle_is_null_pointer_everywhere);
     RUN(event_shapes_sync);

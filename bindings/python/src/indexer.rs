@@ -59,7 +59,7 @@ impl Indexer {
 #[pymethods]
 impl Indexer {
     #[new]
-    #[pyo3(signature = (backend="positional", *, event_threads=1, jump_size=0, queue_capacity=0, queue_bytes=0, prediction_bytes=0, prediction_worker_capacity=0, manual_clock=false))]
+    #[pyo3(signature = (backend="runs", *, event_threads=1, jump_size=0, queue_capacity=0, queue_bytes=0, prediction_bytes=0, prediction_worker_capacity=0, manual_clock=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

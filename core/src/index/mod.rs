@@ -81,12 +81,12 @@ pub trait Backend: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BackendKind {
     /// Per-position maps keyed by prefix identity, with exact jump search.
-    #[default]
     Positional,
     /// A concurrent radix tree over local hashes.
     Radix,
     /// A tree of runs: consecutive blocks stored once for all their holders, each holder
-    /// with a bitset over the run.
+    /// with the prefix of the run it holds (and a bitset past a gap). The default.
+    #[default]
     Runs,
     /// The reference model: linear scans under one lock. For tests and baselines only.
     Reference,

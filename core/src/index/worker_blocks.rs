@@ -44,6 +44,9 @@ use crate::scratch::with_scratch;
 use crate::snapshot::{DecodedWorker, Exported, Exporter, SnapshotBackend, SnapshotHooks};
 use crate::Error;
 
+/// How many events of a batch ahead of the one being applied [`WorkerBlocks::warm`] reads.
+const WARM_AHEAD: usize = 6;
+
 /// A slot and the depth a search found for it.
 pub(crate) type SlotDepth = (u32, u32);
 
@@ -117,6 +120,11 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
         self.walk_held(state, slot, local_hashes, &mut |_, _| {})
     }
 
+    /// Reads, without changing anything, what applying `data` to the worker will read first,
+    /// a few events ahead of applying it: the memory of several queued events is then
+    /// fetched in parallel instead of one miss after another. By default nothing.
+    fn warm(&self, _state: &Self::State, _data: &EventData) {}
+
     /// Runs after every change of a worker, still under its lock and inside its version
     /// change; by default nothing.
     fn after_change(&self, _state: &Self::State, _info: &SlotInfo) {}
@@ -162,7 +170,13 @@ impl<B: WorkerBlocks> Backend for B {
                 return false;
             }
             registry.change(entry, |state, slot| {
-                for data in events {
+                for data in events.iter().take(WARM_AHEAD) {
+                    self.warm(state, data);
+                }
+                for (at, data) in events.iter().enumerate() {
+                    if let Some(ahead) = events.get(at + WARM_AHEAD) {
+                        self.warm(state, ahead);
+                    }
                     outcome(self.apply_one(state, slot, data));
                 }
                 if let Some(info) = registry.slot_info(slot) {

@@ -1,50 +1,150 @@
-//! Which offsets of one run each worker holds: one bitset per holding worker.
+//! Which offsets of one run each worker holds: per holding worker, the length of the prefix
+//! it holds from offset 0 and, only when it holds offsets past a gap, a bitset of those.
 //!
 //! A worker usually holds a prefix of a run (its tail evicted, or a divergence hung below),
-//! so its bits are a run of ones from offset 0; holes in the middle are just cleared bits,
-//! and never split the run.
+//! so most holders are two integers with nothing on the heap; holes in the middle are kept
+//! in the bitset and never split the run.
 
-/// One worker's bits over a run's offsets (bit `o % 64` of word `o / 64` is offset `o`).
+/// One worker's offsets of a run: `0..prefix`, and the offsets set in `beyond` (all past
+/// `prefix + 1`: offset `prefix` itself is never held, or it would extend the prefix).
 #[derive(Debug)]
 pub(super) struct Holder {
     pub(super) slot: u32,
-    bits: Vec<u64>,
+    prefix: u32,
+    /// Bit `o % 64` of word `o / 64` is offset `o`; `None` when no offset past the prefix
+    /// is held, never an all-zero or zero-ended set. Boxed so that a holder is 16 bytes:
+    /// one word for the rare bitset, not a vector's three.
+    #[allow(clippy::box_collection)]
+    beyond: Option<Box<Vec<u64>>>,
 }
 
 impl Holder {
+    fn new(slot: u32) -> Self {
+        Self {
+            slot,
+            prefix: 0,
+            beyond: None,
+        }
+    }
+
     /// Whether the worker holds `offset`.
     pub(super) fn holds(&self, offset: u32) -> bool {
-        let (word, bit) = split(offset);
-        self.bits.get(word).is_some_and(|w| w >> bit & 1 == 1)
+        offset < self.prefix || self.beyond.as_deref().is_some_and(|b| bit(b, offset))
     }
 
     /// How many offsets from 0 on the worker holds without a gap, at most `limit`.
+    #[inline]
     pub(super) fn held_prefix(&self, limit: u32) -> u32 {
-        let mut held = 0u32;
-        for &word in &self.bits {
-            let ones = word.trailing_ones();
-            held += ones;
-            if ones < 64 || held >= limit {
-                break;
-            }
-        }
-        held.min(limit)
+        self.prefix.min(limit)
     }
 
     /// One past the highest offset held (0 if none).
     fn end(&self) -> u32 {
-        self.bits.iter().rposition(|&w| w != 0).map_or(0, |at| {
-            at as u32 * 64 + (64 - self.bits[at].leading_zeros())
-        })
+        match self.beyond.as_deref() {
+            // Normalised: the last word is not zero.
+            Some(bits) => bits.last().map_or(self.prefix, |&w| {
+                (bits.len() as u32 - 1) * 64 + (64 - w.leading_zeros())
+            }),
+            None => self.prefix,
+        }
     }
 
     /// The held offsets, ascending.
     pub(super) fn offsets(&self) -> impl Iterator<Item = u32> + '_ {
-        self.bits.iter().enumerate().flat_map(|(at, &word)| {
+        let beyond = self.beyond.as_deref().map_or(&[][..], |b| &b[..]);
+        (0..self.prefix).chain(beyond.iter().enumerate().flat_map(|(at, &word)| {
             (0..64u32)
                 .filter(move |b| word >> b & 1 == 1)
                 .map(move |b| at as u32 * 64 + b)
-        })
+        }))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.prefix == 0 && self.beyond.is_none()
+    }
+
+    /// Marks `offset` held; false if it was already.
+    fn insert(&mut self, offset: u32) -> bool {
+        if offset < self.prefix {
+            return false;
+        }
+        if offset > self.prefix {
+            let bits = self.beyond.get_or_insert_with(Box::default);
+            let (word, b) = split(offset);
+            if bits.len() <= word {
+                bits.resize(word + 1, 0);
+            }
+            let was = bits[word] >> b & 1 == 1;
+            bits[word] |= 1 << b;
+            return !was;
+        }
+        self.prefix += 1;
+        // Offsets held past the gap just closed join the prefix.
+        if let Some(bits) = self.beyond.as_deref_mut() {
+            while take_bit(bits, self.prefix) {
+                self.prefix += 1;
+            }
+        }
+        self.normalise();
+        true
+    }
+
+    /// Clears `offset`; false if it was not held.
+    fn remove(&mut self, offset: u32) -> bool {
+        if offset + 1 == self.prefix {
+            self.prefix -= 1; // the tail of the prefix: the common case
+            return true;
+        }
+        if offset < self.prefix {
+            // A hole inside the prefix: what follows it moves to the bitset.
+            let bits = self.beyond.get_or_insert_with(Box::default);
+            let (last_word, _) = split(self.prefix - 1);
+            if bits.len() <= last_word {
+                bits.resize(last_word + 1, 0);
+            }
+            for o in offset + 1..self.prefix {
+                let (word, b) = split(o);
+                bits[word] |= 1 << b;
+            }
+            self.prefix = offset;
+            return true;
+        }
+        let was = self
+            .beyond
+            .as_deref_mut()
+            .is_some_and(|b| take_bit(b, offset));
+        self.normalise();
+        was
+    }
+
+    /// Drops trailing zero words of the bitset, and the bitset once it is empty.
+    fn normalise(&mut self) {
+        if let Some(bits) = self.beyond.as_deref_mut() {
+            while bits.last() == Some(&0) {
+                bits.pop();
+            }
+            if bits.is_empty() {
+                self.beyond = None;
+            }
+        }
+    }
+}
+
+/// Whether `offset`'s bit is set.
+fn bit(bits: &[u64], offset: u32) -> bool {
+    let (word, b) = split(offset);
+    bits.get(word).is_some_and(|w| w >> b & 1 == 1)
+}
+
+/// Clears `offset`'s bit, returning whether it was set.
+fn take_bit(bits: &mut [u64], offset: u32) -> bool {
+    let (word, b) = split(offset);
+    match bits.get_mut(word) {
+        Some(w) if *w >> b & 1 == 1 => {
+            *w &= !(1 << b);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -62,7 +162,8 @@ impl Holders {
         self.0.is_empty()
     }
 
-    /// The bits of `slot`, if it holds any offset of the run.
+    /// The offsets of `slot`, if it holds any offset of the run.
+    #[inline]
     pub(super) fn of(&self, slot: u32) -> Option<&Holder> {
         self.0
             .binary_search_by_key(&slot, |h| h.slot)
@@ -75,24 +176,11 @@ impl Holders {
         let at = match self.0.binary_search_by_key(&slot, |h| h.slot) {
             Ok(at) => at,
             Err(at) => {
-                self.0.insert(
-                    at,
-                    Holder {
-                        slot,
-                        bits: Vec::new(),
-                    },
-                );
+                self.0.insert(at, Holder::new(slot));
                 at
             }
         };
-        let bits = &mut self.0[at].bits;
-        let (word, bit) = split(offset);
-        if bits.len() <= word {
-            bits.resize(word + 1, 0);
-        }
-        let was = bits[word] >> bit & 1 == 1;
-        bits[word] |= 1 << bit;
-        !was
+        self.0[at].insert(offset)
     }
 
     /// Clears `offset` for `slot` (dropping the holder with its last offset); false if it
@@ -101,18 +189,9 @@ impl Holders {
         let Ok(at) = self.0.binary_search_by_key(&slot, |h| h.slot) else {
             return false;
         };
-        let holder = &mut self.0[at];
-        let (word, bit) = split(offset);
-        let Some(w) = holder.bits.get_mut(word) else {
-            return false;
-        };
-        let was = *w >> bit & 1 == 1;
-        *w &= !(1 << bit);
-        let end = holder.end();
-        if end == 0 {
+        let was = self.0[at].remove(offset);
+        if self.0[at].is_empty() {
             self.0.remove(at);
-        } else {
-            holder.bits.truncate((end as usize).div_ceil(64));
         }
         was
     }
@@ -163,5 +242,34 @@ mod tests {
         assert!(h.of(2).is_none());
         assert!(h.remove_slot(7).is_some());
         assert_eq!(h.as_slice().len(), 1);
+    }
+
+    #[test]
+    fn holders_match_a_set_through_holes_refills_and_tail_cuts() {
+        let mut h = Holders::default();
+        let mut model = std::collections::BTreeSet::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for step in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let offset = (x % 150) as u32;
+            if (x >> 40) % 3 != 0 {
+                // Two inserts per removal: long prefixes with holes punched and refilled.
+                assert_eq!(h.insert(3, offset), model.insert(offset), "step {step}");
+            } else {
+                assert_eq!(h.remove(3, offset), model.remove(&offset), "step {step}");
+            }
+            let held: Vec<u32> = h.of(3).map_or(Vec::new(), |x| x.offsets().collect());
+            assert_eq!(
+                held,
+                model.iter().copied().collect::<Vec<_>>(),
+                "step {step}"
+            );
+            let prefix = (0..).take_while(|o| model.contains(o)).count() as u32;
+            assert_eq!(h.of(3).map_or(0, |x| x.held_prefix(u32::MAX)), prefix);
+            assert_eq!(h.end(), model.last().map_or(0, |&o| o + 1), "step {step}");
+            assert!((0..160).all(|o| h.of(3).is_some_and(|x| x.holds(o)) == model.contains(&o)));
+        }
     }
 }

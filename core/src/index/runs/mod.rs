@@ -4,9 +4,10 @@
 //! A run holds the local hashes of consecutive positions (`run.rs`); each block's position
 //! and prefix are implicit in the path from the root, so identities are exact by
 //! construction and an engine's names are never trusted as prefixes. Each worker holding
-//! blocks of a run has a bitset over the run's offsets (`holders.rs`): a worker whose tail
-//! was evicted, or that diverged, simply holds a shorter prefix, and a hole is a cleared bit,
-//! so runs never split. Another continuation hangs as a child run after any offset; a chain
+//! blocks of a run records the prefix of the run it holds, plus a bitset only for offsets
+//! past a gap (`holders.rs`): a worker whose tail was evicted, or that diverged, simply
+//! holds a shorter prefix, and a hole moves what follows it into the bitset, so runs never
+//! split. Another continuation hangs as a child run after any offset; a chain
 //! stored past a run's end extends the run. Workers keep their names (several per block
 //! allowed) in their own maps (`worker.rs`).
 //!
@@ -23,7 +24,7 @@ use super::registry::Registry;
 use super::tiers::WorkerTiers;
 use super::worker_blocks::{SlotDepth, WorkerBlocks};
 use crate::identity::{mix, IDENTITY_SEED};
-use crate::model::{Block, Outcome, Tier};
+use crate::model::{Block, EventData, Outcome, Tier};
 use crate::scratch::with_scratch;
 use crate::snapshot::{DecodedWorker, Exporter};
 use crate::Error;
@@ -36,6 +37,9 @@ mod tree;
 mod worker;
 
 use run::{key, Run};
+
+/// How many names of one event [`WorkerBlocks::warm`] reads.
+const WARM_NAMES: usize = 4;
 pub(crate) use worker::WorkerState;
 
 /// See the module docs.
@@ -119,8 +123,27 @@ impl WorkerBlocks for RunsIndex {
         &mut state.tiers
     }
 
+    /// The name-map entries of the event's names.
+    fn warm(&self, state: &WorkerState, data: &EventData) {
+        let names: &[u64] = match data {
+            EventData::Removed { seq_hashes, .. } => seq_hashes,
+            EventData::Stored {
+                parent: Some(parent),
+                ..
+            } => std::slice::from_ref(parent),
+            _ => &[],
+        };
+        let mut seen = 0u64;
+        for name in names.iter().take(WARM_NAMES) {
+            if let Some(&key) = state.names.get(name) {
+                seen ^= key;
+            }
+        }
+        std::hint::black_box(seen);
+    }
+
     fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
-        state.names.get(&name).map(run::Spot::key)
+        state.names.get(&name).copied()
     }
 
     fn identity_of_name(&self, state: &WorkerState, name: u64) -> Option<u64> {

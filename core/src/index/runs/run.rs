@@ -74,18 +74,20 @@ impl Run {
 }
 
 impl RunState {
-    /// Where the block after `hang` blocks of this run with local `local` is, if it exists.
-    pub(super) fn next(&self, run: &Arc<Run>, hang: u32, local: u64) -> Option<Spot> {
+    /// Whether nobody holds a block of the run and nothing hangs below it.
+    pub(super) fn is_unused(&self) -> bool {
+        self.holders.is_empty() && self.children.is_empty()
+    }
+
+    /// The key ([`key`]) of the block after `hang` blocks of this run with local `local`, if
+    /// it exists.
+    pub(super) fn next_key(&self, run: &Run, hang: u32, local: u64) -> Option<u64> {
         if self.locals.get(hang as usize) == Some(&local) {
-            return Some(Spot {
-                run: Arc::clone(run),
-                offset: hang,
-            });
+            return Some(key(run.id, hang));
         }
-        self.children.get(&(hang, local)).map(|child| Spot {
-            run: Arc::clone(child),
-            offset: 0,
-        })
+        self.children
+            .get(&(hang, local))
+            .map(|child| key(child.id, 0))
     }
 
     /// Drops the blocks at the end that nobody holds and nothing hangs after (a run other
@@ -103,7 +105,11 @@ impl RunState {
         let keep = self.holders.end().max(hung).max(1) as usize;
         if keep < self.locals.len() {
             self.locals.truncate(keep);
-            self.locals.shrink_to_fit();
+            // Given back once half is unused, not at every cut: tails are evicted a block
+            // at a time.
+            if self.locals.capacity() >= 2 * keep.max(4) {
+                self.locals.shrink_to_fit();
+            }
         }
     }
 }
@@ -120,17 +126,14 @@ impl Spot {
     pub(super) fn key(&self) -> u64 {
         key(self.run.id, self.offset)
     }
-
-    pub(super) fn position(&self) -> u32 {
-        self.run.start + self.offset
-    }
-
-    pub(super) fn same(&self, other: &Spot) -> bool {
-        Arc::ptr_eq(&self.run, &other.run) && self.offset == other.offset
-    }
 }
 
 /// The key of block `offset` of run `id`.
 pub(super) fn key(id: u64, offset: u32) -> u64 {
     id << OFFSET_BITS | u64::from(offset)
+}
+
+/// The run id and offset a key stands for.
+pub(super) fn place(key: u64) -> (u64, u32) {
+    (key >> OFFSET_BITS, (key & (u64::from(MAX_RUN) - 1)) as u32)
 }

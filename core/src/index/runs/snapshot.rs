@@ -17,10 +17,10 @@ impl RunsIndex {
     pub(super) fn export_snapshot(&self, state: &WorkerState, exporter: &mut Exporter) {
         let mut seen: FxHashSet<u64> = FxHashSet::default();
         seen.reserve(state.names.len());
-        for (&name, spot) in &state.names {
-            exporter.name(spot.key(), name, state.tiers.tiers_of(name));
+        for (&name, &key) in &state.names {
+            exporter.name(key, name, state.tiers.tiers_of(name));
             // The block, then every block above it not written yet (held or not: the path).
-            let mut at = spot.clone();
+            let mut at = state.spot(key);
             while seen.insert(at.key()) {
                 let local = at.run.state.read().locals[at.offset as usize];
                 let parent = if at.offset > 0 {
@@ -74,25 +74,25 @@ impl RunsIndex {
                 None => (Arc::clone(&self.root), 0),
             };
             // Every block records its own touch: readers overlapping a restore re-read.
-            let (spot, mut newly) = self.attach(&run, hang, node.local, slot, &mut false);
+            let (spot, mut newly) = self.attach_spot(&run, hang, node.local, slot, &mut false);
             let names = &section.names[node.names.start as usize..node.names.end as usize];
             if names.is_empty() && newly {
                 path_only.push(spot.clone());
             }
             for &(name, tiers) in names {
                 let first = WorkerTiers::restored_first(tiers);
-                self.add_name(state, slot, name, spot.clone(), newly, first);
+                self.add_name(state, slot, name, &spot.run, spot.offset, newly, first);
                 newly = false; // its other names are extra ones
                 let activity = &self.registry.tiers;
                 state.tiers.restored_rest(name, spot.key(), tiers, activity);
             }
             made.push(spot);
         }
-        let named: FxHashSet<u64> = state.names.values().map(Spot::key).collect();
+        let named: FxHashSet<u64> = state.names.values().copied().collect();
         // Deepest first, so each run is reclaimed in one pass once nothing below needs it.
         path_only.reverse();
         for spot in path_only.iter().filter(|s| !named.contains(&s.key())) {
-            self.detach(spot, slot);
+            self.detach(&spot.run, spot.offset, slot);
         }
         Ok(())
     }

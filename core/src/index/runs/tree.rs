@@ -13,11 +13,12 @@ use super::RunsIndex;
 
 impl RunsIndex {
     /// Marks the block after `hang` blocks of `run` with local `local` held by `slot`,
-    /// appending it to `run` or hanging a new run if it does not exist; returns where it is
-    /// and whether `slot` did not hold it before. `run` must be the root or hold a block of
-    /// `slot` before `hang` (so it stays linked). Records the first touch of a change for
-    /// readers (`touched` false until then); the blocks a store attaches after that lie
-    /// below it, so that one record covers them.
+    /// appending it to `run` or hanging a new run if it does not exist; returns the run it
+    /// is in (`None`: `run` itself), its offset there, and whether `slot` did not hold it
+    /// before. `run` must be the root or hold a block of `slot` before `hang` (so it stays
+    /// linked). Records the first touch of a change for readers (`touched` false until
+    /// then); the blocks a store attaches after that lie below it, so that one record covers
+    /// them.
     pub(super) fn attach(
         &self,
         run: &Arc<Run>,
@@ -25,7 +26,7 @@ impl RunsIndex {
         local: u64,
         slot: u32,
         touched: &mut bool,
-    ) -> (Spot, bool) {
+    ) -> (Option<Arc<Run>>, u32, bool) {
         let mut state = run.state.write();
         debug_assert!(!state.unlinked, "attach to an unlinked run");
         if !*touched {
@@ -34,53 +35,56 @@ impl RunsIndex {
         }
         if state.locals.get(hang as usize) == Some(&local) {
             let newly = state.holders.insert(slot, hang);
-            let spot = Spot {
-                run: Arc::clone(run),
-                offset: hang,
-            };
-            return (spot, newly);
+            return (None, hang, newly);
         }
         if let Some(child) = state.children.get(&(hang, local)) {
             let newly = child.state.write().holders.insert(slot, 0);
-            let spot = Spot {
-                run: Arc::clone(child),
-                offset: 0,
-            };
-            return (spot, newly);
+            return (Some(Arc::clone(child)), 0, newly);
         }
         if !run.is_root() && hang as usize == state.locals.len() && hang < MAX_RUN {
             state.locals.push(local);
             state.holders.insert(slot, hang);
-            let spot = Spot {
-                run: Arc::clone(run),
-                offset: hang,
-            };
-            return (spot, true);
+            return (None, hang, true);
         }
         let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
         let child = Run::child(id, run, hang, local);
         child.state.write().holders.insert(slot, 0);
         let child = Arc::new(child);
         state.children.insert((hang, local), Arc::clone(&child));
-        (
-            Spot {
-                run: child,
-                offset: 0,
-            },
-            true,
-        )
+        (Some(child), 0, true)
     }
 
-    /// Stops `slot` holding the block at `spot` and reclaims what that leaves unused.
-    pub(super) fn detach(&self, spot: &Spot, slot: u32) {
-        {
-            let mut state = spot.run.state.write();
-            let local = state.locals[spot.offset as usize];
-            self.registry.touch(slot, spot.position(), local);
-            state.holders.remove(slot, spot.offset);
-            state.trim(&spot.run);
+    /// [`RunsIndex::attach`], returning the block as a [`Spot`].
+    pub(super) fn attach_spot(
+        &self,
+        run: &Arc<Run>,
+        hang: u32,
+        local: u64,
+        slot: u32,
+        touched: &mut bool,
+    ) -> (Spot, bool) {
+        let (moved, offset, newly) = self.attach(run, hang, local, slot, touched);
+        let run = moved.unwrap_or_else(|| Arc::clone(run));
+        (Spot { run, offset }, newly)
+    }
+
+    /// Stops `slot` holding block `offset` of `run` and reclaims what that leaves unused.
+    pub(super) fn detach(&self, run: &Arc<Run>, offset: u32, slot: u32) {
+        let unused = {
+            let mut state = run.state.write();
+            let local = state.locals[offset as usize];
+            self.registry.touch(slot, run.start + offset, local);
+            state.holders.remove(slot, offset);
+            // The run ends where its last holder or child needs it (see `trim`): only
+            // dropping its last block can move that end.
+            if offset as usize + 1 == state.locals.len() {
+                state.trim(run);
+            }
+            state.is_unused()
+        };
+        if unused {
+            unlink_unused(Arc::clone(run));
         }
-        unlink_unused(Arc::clone(&spot.run));
     }
 
     /// Stops `slot` holding any block of `run` and reclaims what that leaves unused.
@@ -98,17 +102,23 @@ impl RunsIndex {
             }
             holders.remove_slot(slot);
             state.trim(run);
+            if !state.is_unused() {
+                return;
+            }
         }
         unlink_unused(Arc::clone(run));
     }
 }
 
 /// Unlinks `run` if nobody holds it and nothing hangs below it, then its parent the same way.
+///
+/// A writer that leaves a run used skips this: whoever later leaves it unused (under the
+/// run's lock, so after every other change of it) comes here.
 fn unlink_unused(mut run: Arc<Run>) {
     while let Some(parent) = run.parent.upgrade() {
         let mut parent_state = parent.state.write();
         let mut state = run.state.write();
-        if state.unlinked || !state.holders.is_empty() || !state.children.is_empty() {
+        if state.unlinked || !state.is_unused() {
             return;
         }
         let key = (run.hang, run.first);
