@@ -147,7 +147,7 @@ impl WorkerBlocks for RunsIndex {
     }
 
     fn identity_of_name(&self, state: &WorkerState, name: u64) -> Option<u64> {
-        let spot = state.names.get(&name)?;
+        let spot = state.spot(*state.names.get(&name)?);
         // The runs from the root down to the spot, and how many blocks of each lead to it.
         let mut path = vec![(Arc::clone(&spot.run), spot.offset + 1)];
         let mut run = Arc::clone(&spot.run);
