@@ -108,21 +108,21 @@ impl Applier {
 
     /// Applies one write; events are counted by their outcome (worker removals always apply).
     pub(crate) fn apply(&self, write: &Write) -> Outcome {
-        let event = match write {
-            Write::Event(event) => event,
+        match write {
+            Write::Event(event) => self.apply_event(event),
             Write::RemoveWorker(worker_id) => {
                 self.backend.remove_worker(*worker_id);
                 self.predictions.drop_worker_id(*worker_id);
-                return Outcome::Applied {
+                Outcome::Applied {
                     unknown_removals: 0,
-                };
+                }
             }
             Write::RemoveWorkerDpRank(worker) => {
                 self.backend.remove_worker_dp_rank(*worker);
                 self.predictions.drop_worker(*worker);
-                return Outcome::Applied {
+                Outcome::Applied {
                     unknown_removals: 0,
-                };
+                }
             }
             Write::Batch {
                 worker,
@@ -133,15 +133,29 @@ impl Applier {
                     BatchOutcome::Applied { rejected } => rejected,
                     _ => 0,
                 };
-                return if rejected > 0 {
+                if rejected > 0 {
                     Outcome::Rejected(RejectReason::ParentNotFound)
                 } else {
                     Outcome::Applied {
                         unknown_removals: 0,
                     }
-                };
+                }
             }
-        };
+        }
+    }
+
+    /// Applies one event, counted by its outcome.
+    pub(crate) fn apply_event(&self, event: &Event) -> Outcome {
+        let mut tally = Tally::default();
+        let outcome = self.apply_event_tallied(event, &mut tally);
+        self.add(tally);
+        outcome
+    }
+
+    /// Applies one event as [`Applier::apply_event`] does, adding its outcome to `tally`
+    /// instead of the counters (see [`Applier::apply_run_tallied`]): a run of one event,
+    /// applied without moving it into a [`Run`].
+    pub(crate) fn apply_event_tallied(&self, event: &Event, tally: &mut Tally) -> Outcome {
         let events = std::slice::from_ref(&event.data);
         let pending = self
             .predictions
@@ -151,7 +165,7 @@ impl Applier {
             self.predictions
                 .after_events(self.backend(), event.worker, events, pending);
         }
-        self.count(outcome);
+        tally.add(outcome);
         outcome
     }
 
@@ -237,13 +251,6 @@ impl Applier {
                 .after_events(self.backend(), worker, events, pending);
         }
         (applied, first)
-    }
-
-    /// Counts one event's outcome.
-    fn count(&self, outcome: Outcome) {
-        let mut tally = Tally::default();
-        tally.add(outcome);
-        self.add(tally);
     }
 
     /// Adds a tally to the counters: one shared write per counter per batch, not per event.

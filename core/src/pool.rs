@@ -31,12 +31,16 @@ use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::applier::{Applier, Run, Tally};
-use crate::model::Write;
+use crate::model::{Event, Write};
 use crate::Error;
 
 /// One unit of work for an event thread.
 enum Job {
-    /// A write (it counts [`Write::queued_bytes`] against its queue's budget: computed again
+    /// An engine event, the common write, queued as itself (not wrapped in a [`Write`]: one
+    /// move less on the sender's side). It counts [`Event::queued_bytes`], as a
+    /// [`Write::Event`] does.
+    Event(Event),
+    /// Any other write (it counts [`Write::queued_bytes`] against its queue's budget: computed again
     /// when it is applied, which is cheaper than carrying the figure).
     Write(Write),
     /// Acknowledged once every job queued before it on this thread is applied.
@@ -164,9 +168,9 @@ impl BoundedQueue {
         Ok(())
     }
 
-    /// Blocks until `bytes` more fit (or the queue is empty), then queues the write.
+    /// Blocks until `bytes` more fit (or the queue is empty), then queues the write `job`.
     #[inline]
-    fn send_write(&self, write: Write, bytes: usize) -> Result<(), Error> {
+    fn send_write(&self, job: Job, bytes: usize) -> Result<(), Error> {
         let mut shared = self.shared.0.lock();
         while !shared.gone && !self.fits(&shared, bytes) {
             shared.waiting += 1;
@@ -178,7 +182,7 @@ impl BoundedQueue {
             shared.writes += 1;
             shared.bytes += bytes;
         }
-        self.push(shared, Job::Write(write))
+        self.push(shared, job)
     }
 
     /// Queues a barrier (it takes no room).
@@ -375,12 +379,27 @@ impl EventPool {
     /// full (in count or bytes).
     #[inline]
     pub(crate) fn submit(&self, write: Write) -> Result<(), Error> {
+        let write = match write {
+            Write::Event(event) => return self.submit_event(event),
+            write => write,
+        };
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
         let queue = self.queue_of(write.worker_id());
         let bytes = write.queued_bytes();
-        queue.bound.send_write(write, bytes)
+        queue.bound.send_write(Job::Write(write), bytes)
+    }
+
+    /// Queues an event as [`EventPool::submit`] queues a [`Write::Event`].
+    #[inline]
+    pub(crate) fn submit_event(&self, event: Event) -> Result<(), Error> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        let queue = self.queue_of(event.worker.worker_id);
+        let bytes = event.queued_bytes();
+        queue.bound.send_write(Job::Event(event), bytes)
     }
 
     /// Returns once every job accepted before the call has been applied.
@@ -479,16 +498,27 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let mut pending = Pending::default();
     let mut applied = Applied::default();
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
-        for job in batch.drain(..) {
+        let mut jobs = batch.drain(..).peekable();
+        while let Some(job) = jobs.next() {
             match job {
-                Job::Write(Write::Event(event)) => {
+                Job::Event(event) => {
                     let bytes = event.queued_bytes();
                     if !pending.run.takes(event.worker) {
                         apply_pending(applier, &mut pending, &mut applied, failed);
                     }
-                    pending.run.push(event);
-                    pending.writes += 1;
-                    pending.bytes += bytes;
+                    let joined = matches!(jobs.peek(), Some(Job::Event(next)) if next.worker == event.worker);
+                    if pending.run.is_empty() && !joined {
+                        // A run of one: applied where it lies, not moved into the run.
+                        guarded(failed, || {
+                            applier.apply_event_tallied(&event, &mut pending.tally);
+                        });
+                        drop(event);
+                        applied.add(1, bytes);
+                    } else {
+                        pending.run.push(event);
+                        pending.writes += 1;
+                        pending.bytes += bytes;
+                    }
                 }
                 Job::Write(write) => {
                     let bytes = write.queued_bytes();
