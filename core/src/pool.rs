@@ -34,13 +34,10 @@ use crate::applier::{Applier, Run, Tally};
 use crate::model::{Event, Write};
 use crate::Error;
 
-/// One unit of work for an event thread.
+/// A unit of work for an event thread other than an engine event (events, the common
+/// write, are queued as themselves: see [`Jobs`]).
 enum Job {
-    /// An engine event, the common write, queued as itself (not wrapped in a [`Write`]: one
-    /// move less on the sender's side). It counts [`Event::queued_bytes`], as a
-    /// [`Write::Event`] does.
-    Event(Event),
-    /// Any other write (it counts [`Write::queued_bytes`] against its queue's budget: computed again
+    /// A write other than [`Write::Event`] (it counts [`Write::queued_bytes`] against its queue's budget: computed again
     /// when it is applied, which is cheaper than carrying the figure).
     Write(Write),
     /// Acknowledged once every job queued before it on this thread is applied.
@@ -69,11 +66,32 @@ const TAKE_AT: usize = 32;
 /// sender waits for room, or the pool is closing.
 const URGENT: usize = usize::MAX;
 
+/// Jobs in order: the events, as themselves (each counts [`Event::queued_bytes`], as a
+/// [`Write::Event`] does), and every other job with the number of events queued before it.
+/// An event is moved once into its place, never wrapped in an enum on its way there (each
+/// rewrap is a copy of the whole event).
+#[derive(Default)]
+struct Jobs {
+    events: Vec<Event>,
+    /// Other jobs, each after the first `.0` events (ascending).
+    others: Vec<(usize, Job)>,
+}
+
+impl Jobs {
+    fn len(&self) -> usize {
+        self.events.len() + self.others.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.others.is_empty()
+    }
+}
+
 /// What a queue's senders and its thread share, under one lock.
 #[derive(Default)]
 struct Shared {
     /// Jobs accepted and not yet taken by the thread, in order.
-    jobs: Vec<Job>,
+    jobs: Jobs,
     /// Barriers among `jobs`.
     barriers: usize,
     /// Writes accepted and not yet applied, and their bytes: what the bounds limit.
@@ -143,17 +161,10 @@ impl BoundedQueue {
             || (shared.writes < self.capacity && shared.bytes.saturating_add(bytes) <= self.budget)
     }
 
-    /// Queues `job`, publishing the hint and waking the thread if it sleeps; refused once the
-    /// thread is gone.
+    /// Publishes the hint for the jobs now queued and wakes the thread if it sleeps (a job
+    /// was just added under `shared`).
     #[inline]
-    fn push(&self, mut shared: MutexGuard<'_, Shared>, job: Job) -> Result<(), Error> {
-        if shared.gone {
-            return Err(Error::ShutDown);
-        }
-        if matches!(job, Job::Barrier(_)) {
-            shared.barriers += 1;
-        }
-        shared.jobs.push(job);
+    fn queued(&self, shared: MutexGuard<'_, Shared>) {
         let queued = shared.jobs.len();
         if shared.barriers > 0 {
             self.ready.0.store(URGENT, Ordering::Relaxed);
@@ -165,12 +176,14 @@ impl BoundedQueue {
         if wake {
             self.work.notify_one();
         }
-        Ok(())
     }
 
-    /// Blocks until `bytes` more fit (or the queue is empty), then queues the write `job`.
+    /// Blocks until `bytes` more fit (or the queue is empty), then counts a write of `bytes`
+    /// and returns the lock for the caller to queue it (then [`BoundedQueue::queued`]);
+    /// refused once the thread is gone. The caller moves the write straight into the queue:
+    /// no copy of it waits for the lock.
     #[inline]
-    fn send_write(&self, job: Job, bytes: usize) -> Result<(), Error> {
+    fn reserve(&self, bytes: usize) -> Result<MutexGuard<'_, Shared>, Error> {
         let mut shared = self.shared.0.lock();
         while !shared.gone && !self.fits(&shared, bytes) {
             shared.waiting += 1;
@@ -178,16 +191,48 @@ impl BoundedQueue {
             self.room.wait(&mut shared);
             shared.waiting -= 1;
         }
-        if !shared.gone {
-            shared.writes += 1;
-            shared.bytes += bytes;
+        if shared.gone {
+            return Err(Error::ShutDown);
         }
-        self.push(shared, job)
+        shared.writes += 1;
+        shared.bytes += bytes;
+        Ok(shared)
+    }
+
+    /// Queues an event (blocking until it fits).
+    #[inline]
+    fn send_event(&self, event: Event) -> Result<(), Error> {
+        let bytes = event.queued_bytes();
+        let mut shared = self.reserve(bytes)?;
+        shared.jobs.events.push(event);
+        self.queued(shared);
+        Ok(())
+    }
+
+    /// Queues a job other than an event; a write blocks until its `bytes` fit.
+    fn send_other(&self, job: Job, bytes: usize) -> Result<(), Error> {
+        let mut shared = match job {
+            Job::Write(_) => self.reserve(bytes)?,
+            Job::Barrier(_) => {
+                let shared = self.shared.0.lock();
+                if shared.gone {
+                    return Err(Error::ShutDown);
+                }
+                shared
+            }
+        };
+        let Shared { jobs, barriers, .. } = &mut *shared;
+        if matches!(job, Job::Barrier(_)) {
+            *barriers += 1;
+        }
+        jobs.others.push((jobs.events.len(), job));
+        self.queued(shared);
+        Ok(())
     }
 
     /// Queues a barrier (it takes no room).
     fn send_barrier(&self, ack: Sender<Result<(), Error>>) -> Result<(), Error> {
-        self.push(self.shared.0.lock(), Job::Barrier(ack))
+        self.send_other(Job::Barrier(ack), 0)
     }
 
     /// Returns the room of applied writes (under the lock).
@@ -236,7 +281,7 @@ impl BoundedQueue {
     /// (under the same lock) and swaps every job queued into `batch` (empty). With nothing
     /// queued it waits through its idle rounds once more (the first wait may have ended on a
     /// stale urgent hint), then sleeps. `false` once the pool is closed and nothing is left.
-    fn take(&self, batch: &mut Vec<Job>, applied: Applied) -> bool {
+    fn take(&self, batch: &mut Jobs, applied: Applied) -> bool {
         debug_assert!(batch.is_empty());
         self.wait_for_batch();
         let mut shared = self.shared.0.lock();
@@ -388,7 +433,7 @@ impl EventPool {
         }
         let queue = self.queue_of(write.worker_id());
         let bytes = write.queued_bytes();
-        queue.bound.send_write(Job::Write(write), bytes)
+        queue.bound.send_other(Job::Write(write), bytes)
     }
 
     /// Queues an event as [`EventPool::submit`] queues a [`Write::Event`].
@@ -397,9 +442,9 @@ impl EventPool {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        let queue = self.queue_of(event.worker.worker_id);
-        let bytes = event.queued_bytes();
-        queue.bound.send_write(Job::Event(event), bytes)
+        self.queue_of(event.worker.worker_id)
+            .bound
+            .send_event(event)
     }
 
     /// Returns once every job accepted before the call has been applied.
@@ -494,59 +539,87 @@ fn apply_pending(
 /// events of one worker as one [`Run`] (see [`Run::takes`]).
 fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let _departure = Departure(queue);
-    let mut batch = Vec::new();
+    let mut batch = Jobs::default();
     let mut pending = Pending::default();
     let mut applied = Applied::default();
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
-        let mut jobs = batch.drain(..).peekable();
-        while let Some(job) = jobs.next() {
-            match job {
-                Job::Event(event) => {
-                    let bytes = event.queued_bytes();
-                    if !pending.run.takes(event.worker) {
-                        apply_pending(applier, &mut pending, &mut applied, failed);
-                    }
-                    let joined = matches!(jobs.peek(), Some(Job::Event(next)) if next.worker == event.worker);
-                    if pending.run.is_empty() && !joined {
-                        // A run of one: applied where it lies, not moved into the run.
-                        guarded(failed, || {
-                            applier.apply_event_tallied(&event, &mut pending.tally);
-                        });
-                        drop(event);
-                        applied.add(1, bytes);
-                    } else {
-                        pending.run.push(event);
-                        pending.writes += 1;
-                        pending.bytes += bytes;
-                    }
-                }
-                Job::Write(write) => {
-                    let bytes = write.queued_bytes();
-                    apply_pending(applier, &mut pending, &mut applied, failed);
-                    guarded(failed, || {
-                        applier.apply(&write);
-                    });
-                    drop(write);
-                    applied.add(1, bytes);
-                }
-                Job::Barrier(ack) => {
-                    apply_pending(applier, &mut pending, &mut applied, failed);
-                    count_applied(applier, &mut pending);
-                    queue.release(std::mem::take(&mut applied));
-                    let status = if failed.load(Ordering::Acquire) {
-                        Err(Error::ShutDown)
-                    } else {
-                        Ok(())
-                    };
-                    let _ = ack.send(status);
-                }
+        let mut others = batch.others.drain(..).peekable();
+        let mut events = batch.events.drain(..).enumerate().peekable();
+        loop {
+            let next = events.peek().map_or(usize::MAX, |(at, _)| *at);
+            while let Some((_, job)) = others.next_if(|(at, _)| *at <= next) {
+                apply_job(applier, queue, job, &mut pending, &mut applied, failed);
+                release_if_urgent(queue, &mut applied);
             }
-            if applied.writes >= queue.release_every && queue.urgent() {
-                queue.release(std::mem::take(&mut applied));
+            let Some((at, event)) = events.next() else {
+                break;
+            };
+            let bytes = event.queued_bytes();
+            if !pending.run.takes(event.worker) {
+                apply_pending(applier, &mut pending, &mut applied, failed);
             }
+            let joined = others.peek().is_none_or(|(other, _)| *other != at + 1)
+                && events
+                    .peek()
+                    .is_some_and(|(_, next)| next.worker == event.worker);
+            if pending.run.is_empty() && !joined {
+                // A run of one: applied where it lies, not moved into the run.
+                guarded(failed, || {
+                    applier.apply_event_tallied(&event, &mut pending.tally);
+                });
+                drop(event);
+                applied.add(1, bytes);
+            } else {
+                pending.run.push(event);
+                pending.writes += 1;
+                pending.bytes += bytes;
+            }
+            release_if_urgent(queue, &mut applied);
         }
+        drop(others);
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
+    }
+}
+
+/// Returns the room of applied writes while a sender waits for it, every
+/// [`BoundedQueue::release_every`] writes.
+fn release_if_urgent(queue: &BoundedQueue, applied: &mut Applied) {
+    if applied.writes >= queue.release_every && queue.urgent() {
+        queue.release(std::mem::take(applied));
+    }
+}
+
+/// Applies a job other than an event, after the pending run: a write, or a barrier it then
+/// acknowledges (having added the counters and returned the room of everything applied).
+fn apply_job(
+    applier: &Applier,
+    queue: &BoundedQueue,
+    job: Job,
+    pending: &mut Pending,
+    applied: &mut Applied,
+    failed: &AtomicBool,
+) {
+    apply_pending(applier, pending, applied, failed);
+    match job {
+        Job::Write(write) => {
+            let bytes = write.queued_bytes();
+            guarded(failed, || {
+                applier.apply(&write);
+            });
+            drop(write);
+            applied.add(1, bytes);
+        }
+        Job::Barrier(ack) => {
+            count_applied(applier, pending);
+            queue.release(std::mem::take(applied));
+            let status = if failed.load(Ordering::Acquire) {
+                Err(Error::ShutDown)
+            } else {
+                Ok(())
+            };
+            let _ = ack.send(status);
+        }
     }
 }
 
