@@ -558,7 +558,7 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
             if !pending.run.takes(event.worker) {
                 apply_pending(applier, &mut pending, &mut applied, failed);
             }
-            let joined = others.peek().is_none_or(|(other, _)| *other != at + 1)
+            let joined = others.peek().map_or(true, |(other, _)| *other != at + 1)
                 && events
                     .peek()
                     .is_some_and(|(_, next)| next.worker == event.worker);
