@@ -34,9 +34,14 @@ impl Run {
 
     /// Adds an event the run [`takes`](Run::takes).
     pub(crate) fn push(&mut self, event: Event) {
-        debug_assert!(self.takes(event.worker));
-        self.worker = Some(event.worker);
-        self.events.push(event.data);
+        self.push_data(event.worker, event.data);
+    }
+
+    /// Adds what an event of `worker` does, as [`Run::push`] adds the event.
+    pub(crate) fn push_data(&mut self, worker: Worker, data: EventData) {
+        debug_assert!(self.takes(worker));
+        self.worker = Some(worker);
+        self.events.push(data);
     }
 
     /// Whether the run has no event.
@@ -147,23 +152,28 @@ impl Applier {
     /// Applies one event, counted by its outcome.
     pub(crate) fn apply_event(&self, event: &Event) -> Outcome {
         let mut tally = Tally::default();
-        let outcome = self.apply_event_tallied(event, &mut tally);
+        let outcome = self.apply_event_tallied(event.worker, &event.data, &mut tally);
         self.add(tally);
         outcome
     }
 
-    /// Applies one event as [`Applier::apply_event`] does, adding its outcome to `tally`
+    /// Applies one event (what `data` does to `worker`) as [`Applier::apply_event`] does, adding its outcome to `tally`
     /// instead of the counters (see [`Applier::apply_run_tallied`]): a run of one event,
     /// applied without moving it into a [`Run`].
-    pub(crate) fn apply_event_tallied(&self, event: &Event, tally: &mut Tally) -> Outcome {
-        let events = std::slice::from_ref(&event.data);
+    pub(crate) fn apply_event_tallied(
+        &self,
+        worker: Worker,
+        data: &EventData,
+        tally: &mut Tally,
+    ) -> Outcome {
+        let events = std::slice::from_ref(data);
         let pending = self
             .predictions
-            .before_events(self.backend(), event.worker, events);
-        let outcome = self.backend.apply(event.worker, &event.data);
+            .before_events(self.backend(), worker, events);
+        let outcome = self.backend.apply(worker, data);
         if let Some(pending) = pending {
             self.predictions
-                .after_events(self.backend(), event.worker, events, pending);
+                .after_events(self.backend(), worker, events, pending);
         }
         tally.add(outcome);
         outcome

@@ -31,7 +31,7 @@ use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::applier::{Applier, Run, Tally};
-use crate::model::{Event, Write};
+use crate::model::{Event, EventData, Write};
 use crate::Error;
 
 /// A unit of work for an event thread other than an engine event (events, the common
@@ -543,40 +543,44 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let mut pending = Pending::default();
     let mut applied = Applied::default();
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
-        let mut others = batch.others.drain(..).peekable();
-        let mut events = batch.events.drain(..).enumerate().peekable();
-        loop {
-            let next = events.peek().map_or(usize::MAX, |(at, _)| *at);
-            while let Some((_, job)) = others.next_if(|(at, _)| *at <= next) {
+        let Jobs { events, others } = &mut batch;
+        let mut others = others.drain(..).peekable();
+        // The events are read where they lie (not moved out one by one): each one's data is
+        // applied by reference, or moved into the run, and dropped once applied.
+        for at in 0..events.len() {
+            while let Some((_, job)) = others.next_if(|(before, _)| *before <= at) {
                 apply_job(applier, queue, job, &mut pending, &mut applied, failed);
                 release_if_urgent(queue, &mut applied);
             }
-            let Some((at, event)) = events.next() else {
-                break;
-            };
-            let bytes = event.queued_bytes();
-            if !pending.run.takes(event.worker) {
+            let worker = events[at].worker;
+            let bytes = events[at].queued_bytes();
+            if !pending.run.takes(worker) {
                 apply_pending(applier, &mut pending, &mut applied, failed);
             }
-            let joined = others.peek().map_or(true, |(other, _)| *other != at + 1)
-                && events
-                    .peek()
-                    .is_some_and(|(_, next)| next.worker == event.worker);
+            let joined = others.peek().map_or(true, |(before, _)| *before != at + 1)
+                && events.get(at + 1).is_some_and(|next| next.worker == worker);
+            let data = &mut events[at].data;
             if pending.run.is_empty() && !joined {
                 // A run of one: applied where it lies, not moved into the run.
                 guarded(failed, || {
-                    applier.apply_event_tallied(&event, &mut pending.tally);
+                    applier.apply_event_tallied(worker, data, &mut pending.tally);
                 });
-                drop(event);
+                drop(std::mem::replace(data, EventData::Cleared));
                 applied.add(1, bytes);
             } else {
-                pending.run.push(event);
+                pending
+                    .run
+                    .push_data(worker, std::mem::replace(data, EventData::Cleared));
                 pending.writes += 1;
                 pending.bytes += bytes;
             }
             release_if_urgent(queue, &mut applied);
         }
-        drop(others);
+        for (_, job) in others {
+            apply_job(applier, queue, job, &mut pending, &mut applied, failed);
+            release_if_urgent(queue, &mut applied);
+        }
+        events.clear();
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
     }
@@ -627,7 +631,7 @@ fn apply_job(
 mod tests {
     use super::*;
     use crate::index::Backend;
-    use crate::model::{Block, Event, EventData, Match, Outcome, Worker};
+    use crate::model::{Block, Match, Outcome, Worker};
     use crate::predictions::Predictions;
 
     fn test_predictions() -> Predictions {
