@@ -199,16 +199,6 @@ impl BoundedQueue {
         Ok(shared)
     }
 
-    /// Queues an event (blocking until it fits).
-    #[inline]
-    fn send_event(&self, event: Event) -> Result<(), Error> {
-        let bytes = event.queued_bytes();
-        let mut shared = self.reserve(bytes)?;
-        shared.jobs.events.push(event);
-        self.queued(shared);
-        Ok(())
-    }
-
     /// Queues a job other than an event; a write blocks until its `bytes` fit.
     fn send_other(&self, job: Job, bytes: usize) -> Result<(), Error> {
         let mut shared = match job {
@@ -437,14 +427,20 @@ impl EventPool {
     }
 
     /// Queues an event as [`EventPool::submit`] queues a [`Write::Event`].
+    ///
+    /// The room is reserved (and the lock taken) with the event still where the caller put
+    /// it, and the event is then moved once, into the queue: moved before, through the
+    /// atomics of the lock, it would be copied on the stack at each step.
     #[inline]
     pub(crate) fn submit_event(&self, event: Event) -> Result<(), Error> {
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
-        self.queue_of(event.worker.worker_id)
-            .bound
-            .send_event(event)
+        let queue = &self.queue_of(event.worker.worker_id).bound;
+        let mut shared = queue.reserve(event.queued_bytes())?;
+        shared.jobs.events.push(event);
+        queue.queued(shared);
+        Ok(())
     }
 
     /// Returns once every job accepted before the call has been applied.
