@@ -627,7 +627,7 @@ fn apply_job(
 mod tests {
     use super::*;
     use crate::index::Backend;
-    use crate::model::{Block, Match, Outcome, Worker};
+    use crate::model::{Block, EventData, Match, Outcome, Worker};
     use crate::predictions::Predictions;
 
     fn test_predictions() -> Predictions {
@@ -736,5 +736,92 @@ mod tests {
         pool.flush().unwrap();
         assert_eq!(usage(&pool), (0, 0));
         assert_eq!(applier.stats().events_applied, 5);
+    }
+
+    /// A backend that records what it is given, in order, and can be held still.
+    #[derive(Default)]
+    struct Recording {
+        gate: Arc<parking_lot::RwLock<()>>,
+        seen: Arc<Mutex<Vec<(u64, u64)>>>,
+    }
+
+    impl Backend for Recording {
+        fn apply(&self, w: Worker, data: &EventData) -> Outcome {
+            let _held = self.gate.read();
+            let tag = match data {
+                EventData::Removed { seq_hashes, .. } => seq_hashes[0],
+                _ => u64::MAX,
+            };
+            self.seen.lock().push((w.worker_id, tag));
+            Outcome::Applied {
+                unknown_removals: 0,
+            }
+        }
+        fn remove_worker(&self, worker_id: u64) {
+            self.seen.lock().push((worker_id, 0));
+        }
+        fn remove_worker_dp_rank(&self, _: Worker) {}
+        fn find_matches_into(&self, _: &[u64], out: &mut Vec<Match>) {
+            out.clear();
+        }
+        fn find_matches_tiered_into(&self, _: &[u64], out: &mut Vec<crate::TieredMatch>) {
+            out.clear();
+        }
+        fn workers(&self) -> u64 {
+            0
+        }
+        fn worker_blocks(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn writes_of_every_kind_queued_between_events_keep_their_order() {
+        let backend = Recording::default();
+        let (gate, seen) = (Arc::clone(&backend.gate), Arc::clone(&backend.seen));
+        let applier = Arc::new(Applier::new(Box::new(backend), test_predictions()));
+        let pool = EventPool::start(Arc::clone(&applier), 1, 1000, 1 << 20).unwrap();
+        let removed = |worker: u64, tag: u64| {
+            Write::Event(Event::removed(Worker::new(worker, 0), tag, vec![tag]))
+        };
+        // The first event holds the thread in its apply, so that the rest is taken as one
+        // batch: runs of one and of several events, writes of other kinds between and after
+        // events (and first in the batch), a batch write.
+        let closed = gate.write();
+        pool.submit(removed(1, 1)).unwrap();
+        while !pool.queues[0].bound.shared.0.lock().jobs.is_empty() {
+            std::thread::yield_now(); // until the thread has taken the first event
+        }
+        pool.submit(Write::RemoveWorker(2)).unwrap();
+        pool.submit(removed(1, 2)).unwrap();
+        pool.submit(removed(1, 3)).unwrap();
+        pool.submit(Write::RemoveWorker(2)).unwrap();
+        pool.submit(removed(3, 4)).unwrap();
+        pool.submit(removed(1, 5)).unwrap();
+        pool.submit(Write::Batch {
+            worker: Worker::new(1, 0),
+            offset: None,
+            events: vec![EventData::Removed {
+                seq_hashes: vec![6],
+                tier: None,
+            }],
+        })
+        .unwrap();
+        pool.submit(removed(1, 7)).unwrap();
+        drop(closed);
+        pool.flush().unwrap();
+        let expected = [
+            (1, 1),
+            (2, 0),
+            (1, 2),
+            (1, 3),
+            (2, 0),
+            (3, 4),
+            (1, 5),
+            (1, 6),
+            (1, 7),
+        ];
+        assert_eq!(*seen.lock(), expected);
+        assert_eq!(usage(&pool), (0, 0));
     }
 }
