@@ -12,9 +12,11 @@
 //! (see [`Run`]).
 //!
 //! The handoff is one lock per write on the sender's side and one per batch on the thread's:
-//! senders append to a vector the thread swaps for its own empty one (both keep their
-//! capacity, so a steady stream allocates nothing), and the bounds are plain counters under
-//! the same lock; the thread returns the room of applied writes when it takes its next batch
+//! senders append to vectors the thread swaps for its own empty ones (all keep their
+//! capacity, so a steady stream allocates nothing): events as themselves, reserved for before
+//! they are moved, so that an event is moved once, into its place, and read there by the
+//! thread (a run of one is applied where it lies); other writes and barriers beside them, by
+//! position (see [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room of applied writes when it takes its next batch
 //! (and every [`RELEASE_EVERY`] writes while a sender waits for room). Between batches the
 //! thread watches a hint the senders publish (a plain load, not the lock) through a few
 //! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
