@@ -343,6 +343,12 @@ fn handoff(c: &mut Criterion) {
         })
     });
     group.finish();
+    // The events each side was handed, for CPU figures per event (`perf stat` of a run).
+    eprintln!(
+        "handed: spsc_ring {} events, event_pool {} events",
+        ring_backend.0.load(Ordering::Relaxed),
+        pool.stats().events_applied
+    );
     // Both consumers applied every event they were handed.
     assert_eq!(
         ring_backend.0.load(Ordering::Relaxed) % EVENTS as u64,

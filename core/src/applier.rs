@@ -34,9 +34,14 @@ impl Run {
 
     /// Adds an event the run [`takes`](Run::takes).
     pub(crate) fn push(&mut self, event: Event) {
-        debug_assert!(self.takes(event.worker));
-        self.worker = Some(event.worker);
-        self.events.push(event.data);
+        self.push_data(event.worker, event.data);
+    }
+
+    /// Adds what an event of `worker` does, as [`Run::push`] adds the event.
+    pub(crate) fn push_data(&mut self, worker: Worker, data: EventData) {
+        debug_assert!(self.takes(worker));
+        self.worker = Some(worker);
+        self.events.push(data);
     }
 
     /// Whether the run has no event.
@@ -108,21 +113,21 @@ impl Applier {
 
     /// Applies one write; events are counted by their outcome (worker removals always apply).
     pub(crate) fn apply(&self, write: &Write) -> Outcome {
-        let event = match write {
-            Write::Event(event) => event,
+        match write {
+            Write::Event(event) => self.apply_event(event),
             Write::RemoveWorker(worker_id) => {
                 self.backend.remove_worker(*worker_id);
                 self.predictions.drop_worker_id(*worker_id);
-                return Outcome::Applied {
+                Outcome::Applied {
                     unknown_removals: 0,
-                };
+                }
             }
             Write::RemoveWorkerDpRank(worker) => {
                 self.backend.remove_worker_dp_rank(*worker);
                 self.predictions.drop_worker(*worker);
-                return Outcome::Applied {
+                Outcome::Applied {
                     unknown_removals: 0,
-                };
+                }
             }
             Write::Batch {
                 worker,
@@ -133,25 +138,44 @@ impl Applier {
                     BatchOutcome::Applied { rejected } => rejected,
                     _ => 0,
                 };
-                return if rejected > 0 {
+                if rejected > 0 {
                     Outcome::Rejected(RejectReason::ParentNotFound)
                 } else {
                     Outcome::Applied {
                         unknown_removals: 0,
                     }
-                };
+                }
             }
-        };
-        let events = std::slice::from_ref(&event.data);
+        }
+    }
+
+    /// Applies one event, counted by its outcome.
+    pub(crate) fn apply_event(&self, event: &Event) -> Outcome {
+        let mut tally = Tally::default();
+        let outcome = self.apply_event_tallied(event.worker, &event.data, &mut tally);
+        self.add(tally);
+        outcome
+    }
+
+    /// Applies one event (what `data` does to `worker`) as [`Applier::apply_event`] does, adding its outcome to `tally`
+    /// instead of the counters (see [`Applier::apply_run_tallied`]): a run of one event,
+    /// applied without moving it into a [`Run`].
+    pub(crate) fn apply_event_tallied(
+        &self,
+        worker: Worker,
+        data: &EventData,
+        tally: &mut Tally,
+    ) -> Outcome {
+        let events = std::slice::from_ref(data);
         let pending = self
             .predictions
-            .before_events(self.backend(), event.worker, events);
-        let outcome = self.backend.apply(event.worker, &event.data);
+            .before_events(self.backend(), worker, events);
+        let outcome = self.backend.apply(worker, data);
         if let Some(pending) = pending {
             self.predictions
-                .after_events(self.backend(), event.worker, events, pending);
+                .after_events(self.backend(), worker, events, pending);
         }
-        self.count(outcome);
+        tally.add(outcome);
         outcome
     }
 
@@ -237,13 +261,6 @@ impl Applier {
                 .after_events(self.backend(), worker, events, pending);
         }
         (applied, first)
-    }
-
-    /// Counts one event's outcome.
-    fn count(&self, outcome: Outcome) {
-        let mut tally = Tally::default();
-        tally.add(outcome);
-        self.add(tally);
     }
 
     /// Adds a tally to the counters: one shared write per counter per batch, not per event.

@@ -184,7 +184,7 @@ impl Indexer {
     /// Applies or queues one event (see [`Indexer::submit`]).
     #[inline]
     pub fn apply_event(&self, event: Event) -> Result<(), Error> {
-        self.submit(Write::Event(event))
+        self.writer.submit_event(event)
     }
 
     /// Applies or queues events in order. Every event is tried (a rejected Stored does not

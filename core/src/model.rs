@@ -152,6 +152,7 @@ pub struct Event {
 impl EventData {
     /// The memory this event's data holds while queued: itself plus its block and hash
     /// arrays.
+    #[inline]
     pub fn queued_bytes(&self) -> usize {
         let arrays = match self {
             EventData::Stored { blocks, .. } => std::mem::size_of_val(blocks.as_slice()),
@@ -166,6 +167,7 @@ impl Event {
     /// The memory this event holds while queued: the event itself plus its block and hash
     /// arrays. Queue byte budgets ([`Config::queue_bytes`](crate::Config::queue_bytes)) count
     /// this.
+    #[inline]
     pub fn queued_bytes(&self) -> usize {
         std::mem::size_of::<Self>() - std::mem::size_of::<EventData>() + self.data.queued_bytes()
     }
@@ -269,6 +271,7 @@ pub enum Write {
 
 impl Write {
     /// The worker id the write is about: writes are ordered (and routed) per worker id.
+    #[inline]
     pub fn worker_id(&self) -> u64 {
         match self {
             Write::Event(event) => event.worker.worker_id,
@@ -279,6 +282,7 @@ impl Write {
     }
 
     /// The memory this write holds while queued (see [`Event::queued_bytes`]).
+    #[inline]
     pub fn queued_bytes(&self) -> usize {
         match self {
             Write::Event(event) => event.queued_bytes(),

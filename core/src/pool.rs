@@ -12,9 +12,11 @@
 //! (see [`Run`]).
 //!
 //! The handoff is one lock per write on the sender's side and one per batch on the thread's:
-//! senders append to a vector the thread swaps for its own empty one (both keep their
-//! capacity, so a steady stream allocates nothing), and the bounds are plain counters under
-//! the same lock; the thread returns the room of applied writes when it takes its next batch
+//! senders append to vectors the thread swaps for its own empty ones (all keep their
+//! capacity, so a steady stream allocates nothing): events as themselves, reserved for before
+//! they are moved, so that an event is moved once, into its place, and read there by the
+//! thread (a run of one is applied where it lies); other writes and barriers beside them, by
+//! position (see [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room of applied writes when it takes its next batch
 //! (and every [`RELEASE_EVERY`] writes while a sender waits for room). Between batches the
 //! thread watches a hint the senders publish (a plain load, not the lock) through a few
 //! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
@@ -31,12 +33,13 @@ use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::applier::{Applier, Run, Tally};
-use crate::model::Write;
+use crate::model::{Event, EventData, Write};
 use crate::Error;
 
-/// One unit of work for an event thread.
+/// A unit of work for an event thread other than an engine event (events, the common
+/// write, are queued as themselves: see [`Jobs`]).
 enum Job {
-    /// A write (it counts [`Write::queued_bytes`] against its queue's budget: computed again
+    /// A write other than [`Write::Event`] (it counts [`Write::queued_bytes`] against its queue's budget: computed again
     /// when it is applied, which is cheaper than carrying the figure).
     Write(Write),
     /// Acknowledged once every job queued before it on this thread is applied.
@@ -65,11 +68,32 @@ const TAKE_AT: usize = 32;
 /// sender waits for room, or the pool is closing.
 const URGENT: usize = usize::MAX;
 
+/// Jobs in order: the events, as themselves (each counts [`Event::queued_bytes`], as a
+/// [`Write::Event`] does), and every other job with the number of events queued before it.
+/// An event is moved once into its place, never wrapped in an enum on its way there (each
+/// rewrap is a copy of the whole event).
+#[derive(Default)]
+struct Jobs {
+    events: Vec<Event>,
+    /// Other jobs, each after the first `.0` events (ascending).
+    others: Vec<(usize, Job)>,
+}
+
+impl Jobs {
+    fn len(&self) -> usize {
+        self.events.len() + self.others.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.others.is_empty()
+    }
+}
+
 /// What a queue's senders and its thread share, under one lock.
 #[derive(Default)]
 struct Shared {
     /// Jobs accepted and not yet taken by the thread, in order.
-    jobs: Vec<Job>,
+    jobs: Jobs,
     /// Barriers among `jobs`.
     barriers: usize,
     /// Writes accepted and not yet applied, and their bytes: what the bounds limit.
@@ -139,17 +163,10 @@ impl BoundedQueue {
             || (shared.writes < self.capacity && shared.bytes.saturating_add(bytes) <= self.budget)
     }
 
-    /// Queues `job`, publishing the hint and waking the thread if it sleeps; refused once the
-    /// thread is gone.
+    /// Publishes the hint for the jobs now queued and wakes the thread if it sleeps (a job
+    /// was just added under `shared`).
     #[inline]
-    fn push(&self, mut shared: MutexGuard<'_, Shared>, job: Job) -> Result<(), Error> {
-        if shared.gone {
-            return Err(Error::ShutDown);
-        }
-        if matches!(job, Job::Barrier(_)) {
-            shared.barriers += 1;
-        }
-        shared.jobs.push(job);
+    fn queued(&self, shared: MutexGuard<'_, Shared>) {
         let queued = shared.jobs.len();
         if shared.barriers > 0 {
             self.ready.0.store(URGENT, Ordering::Relaxed);
@@ -161,12 +178,14 @@ impl BoundedQueue {
         if wake {
             self.work.notify_one();
         }
-        Ok(())
     }
 
-    /// Blocks until `bytes` more fit (or the queue is empty), then queues the write.
+    /// Blocks until `bytes` more fit (or the queue is empty), then counts a write of `bytes`
+    /// and returns the lock for the caller to queue it (then [`BoundedQueue::queued`]);
+    /// refused once the thread is gone. The caller moves the write straight into the queue:
+    /// no copy of it waits for the lock.
     #[inline]
-    fn send_write(&self, write: Write, bytes: usize) -> Result<(), Error> {
+    fn reserve(&self, bytes: usize) -> Result<MutexGuard<'_, Shared>, Error> {
         let mut shared = self.shared.0.lock();
         while !shared.gone && !self.fits(&shared, bytes) {
             shared.waiting += 1;
@@ -174,16 +193,38 @@ impl BoundedQueue {
             self.room.wait(&mut shared);
             shared.waiting -= 1;
         }
-        if !shared.gone {
-            shared.writes += 1;
-            shared.bytes += bytes;
+        if shared.gone {
+            return Err(Error::ShutDown);
         }
-        self.push(shared, Job::Write(write))
+        shared.writes += 1;
+        shared.bytes += bytes;
+        Ok(shared)
+    }
+
+    /// Queues a job other than an event; a write blocks until its `bytes` fit.
+    fn send_other(&self, job: Job, bytes: usize) -> Result<(), Error> {
+        let mut shared = match job {
+            Job::Write(_) => self.reserve(bytes)?,
+            Job::Barrier(_) => {
+                let shared = self.shared.0.lock();
+                if shared.gone {
+                    return Err(Error::ShutDown);
+                }
+                shared
+            }
+        };
+        let Shared { jobs, barriers, .. } = &mut *shared;
+        if matches!(job, Job::Barrier(_)) {
+            *barriers += 1;
+        }
+        jobs.others.push((jobs.events.len(), job));
+        self.queued(shared);
+        Ok(())
     }
 
     /// Queues a barrier (it takes no room).
     fn send_barrier(&self, ack: Sender<Result<(), Error>>) -> Result<(), Error> {
-        self.push(self.shared.0.lock(), Job::Barrier(ack))
+        self.send_other(Job::Barrier(ack), 0)
     }
 
     /// Returns the room of applied writes (under the lock).
@@ -232,7 +273,7 @@ impl BoundedQueue {
     /// (under the same lock) and swaps every job queued into `batch` (empty). With nothing
     /// queued it waits through its idle rounds once more (the first wait may have ended on a
     /// stale urgent hint), then sleeps. `false` once the pool is closed and nothing is left.
-    fn take(&self, batch: &mut Vec<Job>, applied: Applied) -> bool {
+    fn take(&self, batch: &mut Jobs, applied: Applied) -> bool {
         debug_assert!(batch.is_empty());
         self.wait_for_batch();
         let mut shared = self.shared.0.lock();
@@ -375,12 +416,33 @@ impl EventPool {
     /// full (in count or bytes).
     #[inline]
     pub(crate) fn submit(&self, write: Write) -> Result<(), Error> {
+        let write = match write {
+            Write::Event(event) => return self.submit_event(event),
+            write => write,
+        };
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
         let queue = self.queue_of(write.worker_id());
         let bytes = write.queued_bytes();
-        queue.bound.send_write(write, bytes)
+        queue.bound.send_other(Job::Write(write), bytes)
+    }
+
+    /// Queues an event as [`EventPool::submit`] queues a [`Write::Event`].
+    ///
+    /// The room is reserved (and the lock taken) with the event still where the caller put
+    /// it, and the event is then moved once, into the queue: moved before, through the
+    /// atomics of the lock, it would be copied on the stack at each step.
+    #[inline]
+    pub(crate) fn submit_event(&self, event: Event) -> Result<(), Error> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        let queue = &self.queue_of(event.worker.worker_id).bound;
+        let mut shared = queue.reserve(event.queued_bytes())?;
+        shared.jobs.events.push(event);
+        queue.queued(shared);
+        Ok(())
     }
 
     /// Returns once every job accepted before the call has been applied.
@@ -475,48 +537,91 @@ fn apply_pending(
 /// events of one worker as one [`Run`] (see [`Run::takes`]).
 fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let _departure = Departure(queue);
-    let mut batch = Vec::new();
+    let mut batch = Jobs::default();
     let mut pending = Pending::default();
     let mut applied = Applied::default();
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
-        for job in batch.drain(..) {
-            match job {
-                Job::Write(Write::Event(event)) => {
-                    let bytes = event.queued_bytes();
-                    if !pending.run.takes(event.worker) {
-                        apply_pending(applier, &mut pending, &mut applied, failed);
-                    }
-                    pending.run.push(event);
-                    pending.writes += 1;
-                    pending.bytes += bytes;
-                }
-                Job::Write(write) => {
-                    let bytes = write.queued_bytes();
-                    apply_pending(applier, &mut pending, &mut applied, failed);
-                    guarded(failed, || {
-                        applier.apply(&write);
-                    });
-                    drop(write);
-                    applied.add(1, bytes);
-                }
-                Job::Barrier(ack) => {
-                    apply_pending(applier, &mut pending, &mut applied, failed);
-                    count_applied(applier, &mut pending);
-                    queue.release(std::mem::take(&mut applied));
-                    let status = if failed.load(Ordering::Acquire) {
-                        Err(Error::ShutDown)
-                    } else {
-                        Ok(())
-                    };
-                    let _ = ack.send(status);
-                }
+        let Jobs { events, others } = &mut batch;
+        let mut others = others.drain(..).peekable();
+        // The events are read where they lie (not moved out one by one): each one's data is
+        // applied by reference, or moved into the run, and dropped once applied.
+        for at in 0..events.len() {
+            while let Some((_, job)) = others.next_if(|(before, _)| *before <= at) {
+                apply_job(applier, queue, job, &mut pending, &mut applied, failed);
+                release_if_urgent(queue, &mut applied);
             }
-            if applied.writes >= queue.release_every && queue.urgent() {
-                queue.release(std::mem::take(&mut applied));
+            let worker = events[at].worker;
+            let bytes = events[at].queued_bytes();
+            if !pending.run.takes(worker) {
+                apply_pending(applier, &mut pending, &mut applied, failed);
             }
+            let joined = others.peek().map_or(true, |(before, _)| *before != at + 1)
+                && events.get(at + 1).is_some_and(|next| next.worker == worker);
+            let data = &mut events[at].data;
+            if pending.run.is_empty() && !joined {
+                // A run of one: applied where it lies, not moved into the run.
+                guarded(failed, || {
+                    applier.apply_event_tallied(worker, data, &mut pending.tally);
+                });
+                drop(std::mem::replace(data, EventData::Cleared));
+                applied.add(1, bytes);
+            } else {
+                pending
+                    .run
+                    .push_data(worker, std::mem::replace(data, EventData::Cleared));
+                pending.writes += 1;
+                pending.bytes += bytes;
+            }
+            release_if_urgent(queue, &mut applied);
         }
+        for (_, job) in others {
+            apply_job(applier, queue, job, &mut pending, &mut applied, failed);
+            release_if_urgent(queue, &mut applied);
+        }
+        events.clear();
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
+    }
+}
+
+/// Returns the room of applied writes while a sender waits for it, every
+/// [`BoundedQueue::release_every`] writes.
+fn release_if_urgent(queue: &BoundedQueue, applied: &mut Applied) {
+    if applied.writes >= queue.release_every && queue.urgent() {
+        queue.release(std::mem::take(applied));
+    }
+}
+
+/// Applies a job other than an event, after the pending run: a write, or a barrier it then
+/// acknowledges (having added the counters and returned the room of everything applied).
+fn apply_job(
+    applier: &Applier,
+    queue: &BoundedQueue,
+    job: Job,
+    pending: &mut Pending,
+    applied: &mut Applied,
+    failed: &AtomicBool,
+) {
+    apply_pending(applier, pending, applied, failed);
+    match job {
+        Job::Write(write) => {
+            let bytes = write.queued_bytes();
+            guarded(failed, || {
+                applier.apply(&write);
+            });
+            drop(write);
+            applied.add(1, bytes);
+        }
+        Job::Barrier(ack) => {
+            count_applied(applier, pending);
+            queue.release(std::mem::take(applied));
+            let status = if failed.load(Ordering::Acquire) {
+                Err(Error::ShutDown)
+            } else {
+                Ok(())
+            };
+            let _ = ack.send(status);
+        }
     }
 }
 
@@ -524,7 +629,7 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
 mod tests {
     use super::*;
     use crate::index::Backend;
-    use crate::model::{Block, Event, EventData, Match, Outcome, Worker};
+    use crate::model::{Block, EventData, Match, Outcome, Worker};
     use crate::predictions::Predictions;
 
     fn test_predictions() -> Predictions {
@@ -633,5 +738,92 @@ mod tests {
         pool.flush().unwrap();
         assert_eq!(usage(&pool), (0, 0));
         assert_eq!(applier.stats().events_applied, 5);
+    }
+
+    /// A backend that records what it is given, in order, and can be held still.
+    #[derive(Default)]
+    struct Recording {
+        gate: Arc<parking_lot::RwLock<()>>,
+        seen: Arc<Mutex<Vec<(u64, u64)>>>,
+    }
+
+    impl Backend for Recording {
+        fn apply(&self, w: Worker, data: &EventData) -> Outcome {
+            let _held = self.gate.read();
+            let tag = match data {
+                EventData::Removed { seq_hashes, .. } => seq_hashes[0],
+                _ => u64::MAX,
+            };
+            self.seen.lock().push((w.worker_id, tag));
+            Outcome::Applied {
+                unknown_removals: 0,
+            }
+        }
+        fn remove_worker(&self, worker_id: u64) {
+            self.seen.lock().push((worker_id, 0));
+        }
+        fn remove_worker_dp_rank(&self, _: Worker) {}
+        fn find_matches_into(&self, _: &[u64], out: &mut Vec<Match>) {
+            out.clear();
+        }
+        fn find_matches_tiered_into(&self, _: &[u64], out: &mut Vec<crate::TieredMatch>) {
+            out.clear();
+        }
+        fn workers(&self) -> u64 {
+            0
+        }
+        fn worker_blocks(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn writes_of_every_kind_queued_between_events_keep_their_order() {
+        let backend = Recording::default();
+        let (gate, seen) = (Arc::clone(&backend.gate), Arc::clone(&backend.seen));
+        let applier = Arc::new(Applier::new(Box::new(backend), test_predictions()));
+        let pool = EventPool::start(Arc::clone(&applier), 1, 1000, 1 << 20).unwrap();
+        let removed = |worker: u64, tag: u64| {
+            Write::Event(Event::removed(Worker::new(worker, 0), tag, vec![tag]))
+        };
+        // The first event holds the thread in its apply, so that the rest is taken as one
+        // batch: runs of one and of several events, writes of other kinds between and after
+        // events (and first in the batch), a batch write.
+        let closed = gate.write();
+        pool.submit(removed(1, 1)).unwrap();
+        while !pool.queues[0].bound.shared.0.lock().jobs.is_empty() {
+            std::thread::yield_now(); // until the thread has taken the first event
+        }
+        pool.submit(Write::RemoveWorker(2)).unwrap();
+        pool.submit(removed(1, 2)).unwrap();
+        pool.submit(removed(1, 3)).unwrap();
+        pool.submit(Write::RemoveWorker(2)).unwrap();
+        pool.submit(removed(3, 4)).unwrap();
+        pool.submit(removed(1, 5)).unwrap();
+        pool.submit(Write::Batch {
+            worker: Worker::new(1, 0),
+            offset: None,
+            events: vec![EventData::Removed {
+                seq_hashes: vec![6],
+                tier: None,
+            }],
+        })
+        .unwrap();
+        pool.submit(removed(1, 7)).unwrap();
+        drop(closed);
+        pool.flush().unwrap();
+        let expected = [
+            (1, 1),
+            (2, 0),
+            (1, 2),
+            (1, 3),
+            (2, 0),
+            (3, 4),
+            (1, 5),
+            (1, 6),
+            (1, 7),
+        ];
+        assert_eq!(*seen.lock(), expected);
+        assert_eq!(usage(&pool), (0, 0));
     }
 }

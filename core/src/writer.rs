@@ -50,6 +50,19 @@ impl Writer {
         }
     }
 
+    /// Applies (inline) or queues (pooled) one event, as [`Writer::submit`] does a
+    /// [`Write::Event`] (queued as itself: one move less than wrapped in a [`Write`]).
+    #[inline]
+    pub(crate) fn submit_event(&self, event: Event) -> Result<(), Error> {
+        match self {
+            Writer::Pooled(pool) => pool.submit_event(event),
+            Writer::Inline(applier) => match applier.apply_event(&event) {
+                Outcome::Applied { .. } => Ok(()),
+                Outcome::Rejected(reason) => rejection(Some(reason)),
+            },
+        }
+    }
+
     /// Applies (inline) or queues (pooled) events in order; every event is tried. Returns
     /// how many were rejected (inline; queued ones are never counted here) and the first
     /// error. Inline, consecutive events of one worker are gathered into [`Run`]s, each
@@ -63,7 +76,7 @@ impl Writer {
         match self {
             Writer::Pooled(pool) => {
                 for event in events {
-                    if let Err(e) = pool.submit(Write::Event(event)) {
+                    if let Err(e) = pool.submit_event(event) {
                         first_error = Err(e); // only a shut-down pool refuses
                         break;
                     }
