@@ -71,7 +71,7 @@ type timeouts struct {
 func defaultOptions() options {
 	return options{
 		addr:          "127.0.0.1:8080",
-		backend:       "positional",
+		backend:       "runs",
 		eventThreads:  2,
 		blockSize:     16,
 		loadWeight:    4,
@@ -155,7 +155,7 @@ func parseCommandLine(args []string, stdout, stderr io.Writer) (o options, exit 
 	fs.SetOutput(stderr) // the flag package's own messages (a bad flag's error)
 	fs.Usage = func() {} // printed below, on the right stream
 	fs.StringVar(&o.addr, "addr", o.addr, "listen address")
-	fs.StringVar(&o.backend, "backend", o.backend, "index backend: positional, radix or runs")
+	fs.StringVar(&o.backend, "backend", o.backend, "index backend: runs (the library's default), positional or radix")
 	fs.UintVar(&o.eventThreads, "event-threads", o.eventThreads, "index event threads (0: apply on the request goroutine)")
 	fs.UintVar(&o.blockSize, "block-size", o.blockSize, "tokens per KV block, for token_ids in POST /route")
 	fs.Float64Var(&o.loadWeight, "load-weight", o.loadWeight, "prefill blocks one in-flight request is worth (>= 0)")
