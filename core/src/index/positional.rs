@@ -136,7 +136,7 @@ impl PositionalIndex {
         blocks
             .tiers
             .stored(name, block.identity, tier, false, activity);
-        self.registry.add_blocks(1);
+        self.registry.add_blocks(slot, 1);
         let (at, became_held) = blocks.records.add_name(name, &block, parent_hint);
         if became_held {
             self.attach(&block, slot, store_touched);
@@ -335,7 +335,7 @@ impl WorkerBlocks for PositionalIndex {
             return false;
         };
         blocks.tiers.forget(name, &self.registry.tiers);
-        self.registry.add_blocks(-1);
+        self.registry.add_blocks(slot, -1);
         if dropped.last {
             let record = dropped.record;
             self.detach(record.position, record.local, record.identity, slot);
@@ -347,7 +347,8 @@ impl WorkerBlocks for PositionalIndex {
         for record in blocks.records.held() {
             self.detach(record.position, record.local, record.identity, slot);
         }
-        self.registry.add_blocks(-(blocks.records.names() as i64));
+        self.registry
+            .add_blocks(slot, -(blocks.records.names() as i64));
         blocks.tiers.clear(&self.registry.tiers);
         *blocks = WorkerState::default();
     }

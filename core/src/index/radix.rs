@@ -200,7 +200,7 @@ impl RadixIndex {
                 blocks.tiers.forget(name, activity);
                 self.release(blocks, slot, &old);
             }
-            None => self.registry.add_blocks(1),
+            None => self.registry.add_blocks(slot, 1),
         }
         blocks.tiers.stored(name, key, tier, false, activity);
     }
@@ -348,7 +348,7 @@ impl WorkerBlocks for RadixIndex {
         match blocks.names.remove(&name) {
             Some(node) => {
                 blocks.tiers.forget(name, &self.registry.tiers);
-                self.registry.add_blocks(-1);
+                self.registry.add_blocks(slot, -1);
                 self.release(blocks, slot, &node);
                 true
             }
@@ -357,7 +357,7 @@ impl WorkerBlocks for RadixIndex {
     }
 
     fn clear(&self, blocks: &mut WorkerState, slot: u32) {
-        self.registry.add_blocks(-(blocks.names.len() as i64));
+        self.registry.add_blocks(slot, -(blocks.names.len() as i64));
         let mut nodes: Vec<Arc<Node>> = Vec::with_capacity(blocks.names.len());
         let mut seen = FxHashMap::default();
         for node in blocks.names.values() {

@@ -55,6 +55,8 @@ struct ChangedFields {
     version: AtomicU64,
     /// What the latest change has touched so far (see [`Touches`]).
     touches: Touches,
+    /// Names the slot's worker holds, moved by its changes ([`Registry::add_blocks`]).
+    blocks: AtomicU64,
 }
 
 /// Touch records a slot keeps: its latest touches, over however many changes they span.
@@ -139,9 +141,13 @@ impl Touches {
 
 impl SlotInfo {
     /// Marks the start of a change: the version becomes odd (a removal touches everything).
+    ///
+    /// Only the slot's one writer moves its version (the worker's lock holder, or whoever
+    /// allocates or frees the slot), so a plain store does: no locked instruction.
     fn begin_change(&self, touches_everything: bool) {
-        let before = self.hot.version.fetch_add(1, Ordering::AcqRel);
+        let before = self.hot.version.load(Ordering::Relaxed);
         debug_assert!(before % 2 == 0, "changes of one slot do not overlap");
+        self.hot.version.store(before + 1, Ordering::Relaxed);
         // Whatever this change writes next is ordered after the version move for a reader
         // that reads it and then fences (a seqlock writer).
         fence(Ordering::Release);
@@ -152,7 +158,8 @@ impl SlotInfo {
 
     /// Marks the end of a change: the version becomes even again.
     fn end_change(&self) {
-        self.hot.version.fetch_add(1, Ordering::Release);
+        let during = self.hot.version.load(Ordering::Relaxed);
+        self.hot.version.store(during + 1, Ordering::Release);
     }
 }
 
@@ -201,7 +208,6 @@ pub(crate) struct Registry<S> {
     slots: Segmented<SlotInfo>,
     free_slots: Mutex<Vec<u32>>,
     next_slot: AtomicU32,
-    worker_blocks: AtomicU64,
     /// Whether any block of any worker is off the device alone (for tiered lookups).
     pub(crate) tiers: TierActivity,
 }
@@ -215,7 +221,6 @@ impl<S: Default> Registry<S> {
             slots: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
             next_slot: AtomicU32::new(0),
-            worker_blocks: AtomicU64::new(0),
             tiers: TierActivity::default(),
         }
     }
@@ -525,19 +530,22 @@ impl<S: Default> Registry<S> {
     }
 
     /// Adjusts the count of held (worker, name) pairs.
-    pub(crate) fn add_blocks(&self, delta: i64) {
-        if delta >= 0 {
-            self.worker_blocks
-                .fetch_add(delta as u64, Ordering::Relaxed);
-        } else {
-            self.worker_blocks
-                .fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
-        }
+    pub(crate) fn add_blocks(&self, slot: u32, delta: i64) {
+        // Only the worker's lock holder changes its count: a plain store, no locked
+        // instruction per name.
+        let blocks = &self.info(slot).hot.blocks;
+        let now = blocks.load(Ordering::Relaxed).wrapping_add_signed(delta);
+        blocks.store(now, Ordering::Relaxed);
     }
 
-    /// Sum over workers of the names they hold.
+    /// Sum over workers of the names they hold (one read per slot ever allocated).
     pub(crate) fn worker_blocks(&self) -> u64 {
-        self.worker_blocks.load(Ordering::Relaxed)
+        let slots = self.next_slot.load(Ordering::Acquire) as usize;
+        (0..slots)
+            .filter_map(|slot| self.slots.get(slot))
+            .fold(0u64, |sum, info| {
+                sum.wrapping_add(info.hot.blocks.load(Ordering::Relaxed))
+            })
     }
 }
 

@@ -173,6 +173,12 @@ impl Holders {
 
     /// Marks `offset` held by `slot`; false if it was already.
     pub(super) fn insert(&mut self, slot: u32, offset: u32) -> bool {
+        self.insert_indexed(slot, offset).1
+    }
+
+    /// [`Holders::insert`], also returning where `slot`'s holder is: valid for
+    /// [`Holders::insert_at`] until another slot is inserted or removed.
+    pub(super) fn insert_indexed(&mut self, slot: u32, offset: u32) -> (usize, bool) {
         let at = match self.0.binary_search_by_key(&slot, |h| h.slot) {
             Ok(at) => at,
             Err(at) => {
@@ -180,7 +186,13 @@ impl Holders {
                 at
             }
         };
-        self.0[at].insert(offset)
+        (at, self.0[at].insert(offset))
+    }
+
+    /// Marks `offset` held by the holder at `index` (from [`Holders::insert_indexed`]);
+    /// false if it was already.
+    pub(super) fn insert_at(&mut self, index: usize, offset: u32) -> bool {
+        self.0[index].insert(offset)
     }
 
     /// Clears `offset` for `slot` (dropping the holder with its last offset); false if it

@@ -36,6 +36,10 @@ pub(super) struct RunState {
     /// `(hang, first local)` -> the run continuing after `hang` blocks of this one with that
     /// block. For `hang < locals.len()`, the first local differs from `locals[hang]`.
     pub(super) children: FxHashMap<(u32, u64), Arc<Run>>,
+    /// The largest `hang` among `children` (0 with none): where the run must keep reaching
+    /// for its children, known without walking them ([`RunState::hang_child`],
+    /// [`RunState::unhang_child`]).
+    hung_end: u32,
     /// Unlinked from its parent; kept alive only by stale references.
     pub(super) unlinked: bool,
 }
@@ -90,19 +94,48 @@ impl RunState {
             .map(|child| key(child.id, 0))
     }
 
+    /// Hangs `child` after `hang` blocks with first local `local`.
+    pub(super) fn hang_child(&mut self, hang: u32, local: u64, child: Arc<Run>) {
+        self.children.insert((hang, local), child);
+        self.hung_end = self.hung_end.max(hang);
+    }
+
+    /// Unhangs the child at `key` if it is `child`; the largest hang left is found again
+    /// only when the child was at it.
+    pub(super) fn unhang_child(&mut self, key: (u32, u64), child: &Arc<Run>) {
+        if !self
+            .children
+            .get(&key)
+            .is_some_and(|hung| Arc::ptr_eq(hung, child))
+        {
+            return;
+        }
+        self.children.remove(&key);
+        if key.0 == self.hung_end {
+            self.hung_end = self
+                .children
+                .keys()
+                .map(|&(hang, _)| hang)
+                .max()
+                .unwrap_or(0);
+        }
+    }
+
     /// Drops the blocks at the end that nobody holds and nothing hangs after (a run other
     /// than the root keeps its first block until it is unlinked).
     pub(super) fn trim(&mut self, run: &Run) {
         if run.is_root() {
             return;
         }
-        let hung = self
-            .children
-            .keys()
-            .map(|&(hang, _)| hang)
-            .max()
-            .unwrap_or(0);
-        let keep = self.holders.end().max(hung).max(1) as usize;
+        debug_assert_eq!(
+            self.hung_end,
+            self.children
+                .keys()
+                .map(|&(hang, _)| hang)
+                .max()
+                .unwrap_or(0)
+        );
+        let keep = self.holders.end().max(self.hung_end).max(1) as usize;
         if keep < self.locals.len() {
             self.locals.truncate(keep);
             // Given back once half is unused, not at every cut: tails are evicted a block

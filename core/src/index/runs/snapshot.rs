@@ -81,7 +81,9 @@ impl RunsIndex {
             }
             for &(name, tiers) in names {
                 let first = WorkerTiers::restored_first(tiers);
-                self.add_name(state, slot, name, &spot.run, spot.offset, newly, first);
+                let new_name =
+                    self.add_name(state, slot, name, &spot.run, spot.offset, newly, first);
+                self.registry.add_blocks(slot, i64::from(new_name));
                 newly = false; // its other names are extra ones
                 let activity = &self.registry.tiers;
                 state.tiers.restored_rest(name, spot.key(), tiers, activity);

@@ -50,7 +50,7 @@ impl RunsIndex {
         let child = Run::child(id, run, hang, local);
         child.state.write().holders.insert(slot, 0);
         let child = Arc::new(child);
-        state.children.insert((hang, local), Arc::clone(&child));
+        state.hang_child(hang, local, Arc::clone(&child));
         (Some(child), 0, true)
     }
 
@@ -121,14 +121,7 @@ fn unlink_unused(mut run: Arc<Run>) {
         if state.unlinked || !state.is_unused() {
             return;
         }
-        let key = (run.hang, run.first);
-        if parent_state
-            .children
-            .get(&key)
-            .is_some_and(|child| Arc::ptr_eq(child, &run))
-        {
-            parent_state.children.remove(&key);
-        }
+        parent_state.unhang_child((run.hang, run.first), &run);
         state.unlinked = true;
         drop(state);
         parent_state.trim(&parent);

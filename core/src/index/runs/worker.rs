@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::run::{key, place, Run, Spot};
+use super::run::{key, place, Run, RunState, Spot, MAX_RUN};
 use super::RunsIndex;
 use crate::index::tiers::WorkerTiers;
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
@@ -71,7 +71,20 @@ impl RunsIndex {
             return Outcome::Rejected(RejectReason::PositionOverflow);
         }
         let mut touched = false;
-        for block in blocks {
+        let mut new_names = 0;
+        let mut at = 0;
+        while let Some(block) = blocks.get(at) {
+            // The common case, blocks with new names that lie in `run` itself: all of them
+            // under one lock of the run.
+            let taken =
+                self.store_in_run(state, slot, &run, hang, &blocks[at..], tier, &mut touched);
+            if taken > 0 {
+                at += taken;
+                hang += taken as u32;
+                new_names += taken as i64;
+                continue;
+            }
+            at += 1;
             if let Some(&named) = state.names.get(&block.seq_hash) {
                 let existing = run.state.read().next_key(&run, hang, block.local_hash);
                 if existing == Some(named) {
@@ -94,16 +107,107 @@ impl RunsIndex {
                 run = moved;
             }
             hang = offset + 1;
-            self.add_name(state, slot, block.seq_hash, &run, offset, newly, tier);
+            new_names +=
+                i64::from(self.add_name(state, slot, block.seq_hash, &run, offset, newly, tier));
         }
+        self.registry.add_blocks(slot, new_names);
         Outcome::Applied {
             unknown_removals: 0,
         }
     }
 
+    /// Stores the longest prefix of `blocks` whose names are new to the worker and whose
+    /// blocks lie in `run` itself from `hang` on (there already, or appended at its end),
+    /// under one lock of the run and one search of its holders; returns how many. Each such
+    /// block gets what [`RunsIndex::attach`] and [`RunsIndex::add_name`] give it, except
+    /// that the caller counts the new names.
+    #[allow(clippy::too_many_arguments)]
+    fn store_in_run(
+        &self,
+        state: &mut WorkerState,
+        slot: u32,
+        run: &Arc<Run>,
+        hang: u32,
+        blocks: &[Block],
+        tier: Tier,
+        touched: &mut bool,
+    ) -> usize {
+        if run.is_root() {
+            return 0; // the root holds no blocks: every chain starts in a child
+        }
+        let mut guard = run.state.write();
+        debug_assert!(!guard.unlinked, "store in an unlinked run");
+        let RunState {
+            locals,
+            holders,
+            children,
+            ..
+        } = &mut *guard;
+        let mut holder = None;
+        let mut taken = 0;
+        for block in blocks {
+            let offset = hang + taken as u32;
+            let here = match locals.get(offset as usize) {
+                Some(&local) => local == block.local_hash,
+                // Appended, unless a run already hangs there with this block.
+                None => {
+                    offset < MAX_RUN
+                        && offset as usize == locals.len()
+                        && !children.contains_key(&(offset, block.local_hash))
+                }
+            };
+            if !here {
+                break;
+            }
+            let MapEntry::Vacant(vacant) = state.names.entry(block.seq_hash) else {
+                break; // a name the worker has: the caller's general path
+            };
+            if !*touched {
+                self.registry
+                    .touch(slot, run.start + offset, block.local_hash);
+                *touched = true;
+            }
+            if offset as usize == locals.len() {
+                locals.push(block.local_hash);
+            }
+            let newly = match holder {
+                Some(index) => holders.insert_at(index, offset),
+                None => {
+                    let (index, newly) = holders.insert_indexed(slot, offset);
+                    holder = Some(index);
+                    newly
+                }
+            };
+            let key = key(run.id, offset);
+            vacant.insert(key);
+            if !newly {
+                *state.extra_names.entry(key).or_insert(0) += 1;
+            }
+            state
+                .tiers
+                .stored(block.seq_hash, key, tier, false, &self.registry.tiers);
+            taken += 1;
+        }
+        drop(guard);
+        if taken > 0 {
+            state
+                .runs
+                .entry(run.id)
+                .or_insert_with(|| HeldRun {
+                    run: Arc::clone(run),
+                    names: 0,
+                })
+                .names += taken as u32;
+        }
+        taken
+    }
+
     /// Gives `name` to block `offset` of `run` on `tier` (a new name, or one that named
     /// another block); `newly` says whether the worker held the block under no other name
-    /// before.
+    /// before. Returns whether the name is new to the worker: the caller counts it
+    /// ([`Registry::add_blocks`], once per chain rather than once per block).
+    ///
+    /// [`Registry::add_blocks`]: crate::index::registry::Registry::add_blocks
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add_name(
         &self,
@@ -114,7 +218,7 @@ impl RunsIndex {
         offset: u32,
         newly: bool,
         tier: Tier,
-    ) {
+    ) -> bool {
         let key = key(run.id, offset);
         if !newly {
             *state.extra_names.entry(key).or_insert(0) += 1;
@@ -128,16 +232,15 @@ impl RunsIndex {
                 names: 0,
             })
             .names += 1;
-        match state.names.insert(name, key) {
-            Some(old) => {
-                state.tiers.forget(name, &self.registry.tiers);
-                self.release(state, slot, old);
-            }
-            None => self.registry.add_blocks(1),
+        let old = state.names.insert(name, key);
+        if let Some(old) = old {
+            state.tiers.forget(name, &self.registry.tiers);
+            self.release(state, slot, old);
         }
         state
             .tiers
             .stored(name, key, tier, false, &self.registry.tiers);
+        old.is_none()
     }
 
     /// Drops one name's hold on the block with key `key`.
@@ -168,14 +271,14 @@ impl RunsIndex {
             return false;
         };
         state.tiers.forget(name, &self.registry.tiers);
-        self.registry.add_blocks(-1);
+        self.registry.add_blocks(slot, -1);
         self.release(state, slot, key);
         true
     }
 
     /// See [`crate::index::worker_blocks::WorkerBlocks::clear`]: one pass per run held.
     pub(super) fn clear_all(&self, state: &mut WorkerState, slot: u32) {
-        self.registry.add_blocks(-(state.names.len() as i64));
+        self.registry.add_blocks(slot, -(state.names.len() as i64));
         state.tiers.clear(&self.registry.tiers);
         let held = std::mem::take(state);
         // Deepest first, so that a run is unlinked right after the last run below it.
