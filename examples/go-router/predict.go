@@ -47,8 +47,13 @@ func predictedDepths(predicted []kvidx.PredictedMatch) map[workerKey]uint32 {
 }
 
 // defaultEventFreeTTL is how long a route's prediction lasts in -event-free mode when
-// -predict-ttl is not given.
-const defaultEventFreeTTL = 2 * time.Minute
+// -predict-ttl is not given. In that mode -predict-worker-capacity is what approximates each
+// engine's cache (its least recently routed blocks forgotten first, as an LRU cache evicts);
+// an engine's cache has no time to live. The TTL only bounds how long a worker is credited
+// with a chain nobody routed there since, for a cache lost without the router knowing (an
+// engine restarted), so it is long against the pauses of a conversation between turns
+// (minutes to tens of minutes): it never decides in the capacity's place.
+const defaultEventFreeTTL = time.Hour
 
 // predictionOptions are the command-line prediction settings.
 type predictionOptions struct {
@@ -76,15 +81,18 @@ func (p predictionOptions) resolve(fedByEvents bool) (predictionOptions, error) 
 	if fedByEvents {
 		return p, errors.New("-event-free does not go together with --nats or --zmq: those feed the index with the engines' events")
 	}
-	if p.ttl == 0 {
-		p.ttl = defaultEventFreeTTL
-	}
 	workers, err := parseWorkerIDs(p.workerIDs)
 	if err != nil {
 		return p, err
 	}
 	if len(workers) == 0 {
 		return p, errors.New("-event-free needs the routing candidates: -worker-ids")
+	}
+	if p.workerCapacity == 0 {
+		return p, errors.New("-event-free needs -predict-worker-capacity: about each engine's cache in blocks (the router forgets a worker's least recently routed blocks beyond it)")
+	}
+	if p.ttl == 0 {
+		p.ttl = defaultEventFreeTTL
 	}
 	p.workers = workers
 	return p, nil

@@ -145,6 +145,68 @@ func TestEventFreeMode(t *testing.T) {
 	}
 }
 
+// TestEventFreeCapacityForgetsTheLeastRecentlyRoutedFirst: an -event-free router with the
+// default TTL keeps a prompt across a pause of minutes and forgets a worker's blocks by its
+// capacity, least recently routed first; the TTL still ends what nothing routed again.
+func TestEventFreeCapacityForgetsTheLeastRecentlyRoutedFirst(t *testing.T) {
+	p, err := predictionOptions{eventFree: true, workerIDs: "4", workerCapacity: 6}.resolve(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the command line builds it (main.go), on a manual clock.
+	ix, err := kvidx.New(kvidx.Config{Predictions: kvidx.PredictionConfig{WorkerCapacity: p.workerCapacity, Clock: kvidx.ClockManual}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	r, err := NewRouter(ix, defaultOptions().loadWeight, DefaultLimits())
+	if err == nil {
+		_, err = r.Register(p.workers)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PredictRoutes(p.ttl)
+	advance := func(d time.Duration) {
+		t.Helper()
+		if err := ix.AdvanceTime(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three 3-block prompts on the one worker, whose capacity holds two of them.
+	a, b, c := []uint64{1, 2, 3}, []uint64{11, 12, 13}, []uint64{21, 22, 23}
+	predicted := func(q []uint64) uint32 {
+		t.Helper()
+		d := mustRoute(t, r, q)
+		r.Done(d.RequestID)
+		return d.PredictedBlocks
+	}
+	predicted(a)
+	predicted(b)
+	advance(10 * time.Minute) // a conversation's pause, beyond the 2 minutes of old
+	if got := predicted(a); got != 3 {
+		t.Fatalf("a after 10 minutes: %d predicted blocks, want 3", got)
+	}
+	// c needs room: b, routed before a was again, leaves; a stays.
+	if got := predicted(c); got != 0 {
+		t.Fatalf("c, never routed: %d predicted blocks", got)
+	}
+	if got := predicted(a); got != 3 {
+		t.Fatalf("a, routed after b: %d predicted blocks, want 3", got)
+	}
+	if got := predicted(b); got != 0 {
+		t.Fatalf("b, the least recently routed: %d predicted blocks, want 0 (forgotten for the capacity)", got)
+	}
+	if ps, err := ix.PredictionStats(); err != nil || ps.DroppedForCapacity < 3 || ps.Expired != 0 {
+		t.Fatalf("prediction stats %+v (%v): want b's 3 blocks dropped for the capacity, nothing expired", ps, err)
+	}
+	// The safety net: an hour after its last route, nothing counts.
+	advance(defaultEventFreeTTL)
+	if got := predicted(a); got != 0 {
+		t.Fatalf("a an hour after its last route: %d predicted blocks, want 0", got)
+	}
+}
+
 func TestPredictionFlags(t *testing.T) {
 	for _, c := range []struct {
 		p       predictionOptions
@@ -157,14 +219,19 @@ func TestPredictionFlags(t *testing.T) {
 		{predictionOptions{eventFree: true, workerIDs: "1"}, true, "does not go together"},
 		{predictionOptions{eventFree: true, workerIDs: "1,x"}, false, `"x" is not a worker id`},
 		{predictionOptions{eventFree: true, workerIDs: "1:2,1:2"}, false, "appears twice"},
+		{predictionOptions{eventFree: true, workerIDs: "1"}, false, "needs -predict-worker-capacity"},
 	} {
 		if _, err := c.p.resolve(c.replica); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%+v: %v, want %q", c.p, err, c.err)
 		}
 	}
-	p, err := predictionOptions{eventFree: true, workerIDs: " 7, 8:3 ,"}.resolve(false)
+	p, err := predictionOptions{eventFree: true, workerIDs: " 7, 8:3 ,", workerCapacity: 4096}.resolve(false)
 	if err != nil || p.ttl != defaultEventFreeTTL || !slices.Equal(p.workers, []workerKey{{7, 0}, {8, 3}}) {
 		t.Fatalf("resolved %+v, %v", p, err)
+	}
+	// The capacity approximates the engine's cache; the TTL is a safety net, an hour.
+	if defaultEventFreeTTL != time.Hour {
+		t.Fatalf("default event-free TTL %v, want 1h", defaultEventFreeTTL)
 	}
 	o, _, done := parseCommandLine([]string{"-predict-ttl", "300ms", "-event-free", "-worker-ids", "1,2", "-predict-worker-capacity", "4096", "-predict-max-bytes", "1048576"}, nil, nil)
 	if done || o.predictions.ttl != 300*time.Millisecond || !o.predictions.eventFree || o.predictions.workerIDs != "1,2" ||

@@ -8,6 +8,7 @@ use crate::burst::{DEFAULT_BURST, DEFAULT_WINDOW_MS};
 use crate::sim::{EngineHash, Policy, RouterIndex};
 use crate::study::DEFAULT_DELAYS_MS;
 use crate::target::Subject;
+use crate::ttl::{Ttl, DEFAULT_EVENT_FREE_TTL};
 
 /// Trace replay for kvidx: a mock prefix-caching engine fleet, workload files, and an honest
 /// side-by-side benchmark of the index backends and a naive baseline.
@@ -125,9 +126,12 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = 1000)]
     pub predict_ttl_ms: u64,
     /// Event-free routing (predictions only): how long a routed request's prompt is credited
-    /// to its worker (ms).
-    #[arg(long, default_value_t = 120_000)]
-    pub event_free_ttl_ms: u64,
+    /// to its worker (ms), or `none` for no limit. The per-worker capacity
+    /// (--blocks-per-worker predicted blocks, least recently routed dropped first) is what
+    /// approximates each engine's cache; this only bounds how long a cache lost without the
+    /// router knowing stays credited.
+    #[arg(long, default_value_t = DEFAULT_EVENT_FREE_TTL)]
+    pub event_free_ttl_ms: Ttl,
 }
 
 impl EngineArgs {

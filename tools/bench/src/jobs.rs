@@ -108,7 +108,7 @@ fn sim_config(engine: &EngineArgs, policy: Policy) -> Result<SimConfig, String> 
         view: View::EventsOnly,
         event_delay_ms: engine.event_delay_ms,
         predict_ttl_ms: engine.predict_ttl_ms,
-        event_free_ttl_ms: engine.event_free_ttl_ms,
+        event_free_ttl: engine.event_free_ttl_ms,
     })
 }
 
@@ -246,6 +246,10 @@ impl DelayRow {
 struct DelayStudy {
     burst: u32,
     burst_window_ms: u64,
+    /// How long events+predictions credits a routed prompt (ms).
+    predict_ttl_ms: u64,
+    /// How long predictions-only credits a routed prompt (ms; null: no limit).
+    event_free_ttl_ms: Option<u64>,
     rows: Vec<DelayRow>,
     targets: Vec<Targets>,
 }
@@ -278,10 +282,16 @@ fn delay_study(
     println!(
         "\nrouting before the events arrive (kv-cost routing; each engine's events reach the \
          router's index the event delay after it caches the blocks; bursty = each request \
-         repeated {} times over {} ms, all but its last 512-token block shared; prefill tokens \
-         = prompt blocks not hit x {} tokens):",
+         repeated {} times over {} ms, all but its last 512-token block shared; predictions \
+         last {} ms with events, {} without (predictions-only); prefill tokens = prompt \
+         blocks not hit x {} tokens):",
         study.burst,
         study.burst_window_ms,
+        base.predict_ttl_ms,
+        match base.event_free_ttl.millis() {
+            Some(ms) => format!("{ms} ms"),
+            None => "without limit".into(),
+        },
         crate::trace::TRACE_BLOCK_TOKENS / u64::from(engine.length_factor)
     );
     print!("{}", report::delay_table(&rows));
@@ -297,6 +307,8 @@ fn delay_study(
     Ok(DelayStudy {
         burst: study.burst,
         burst_window_ms: study.burst_window_ms,
+        predict_ttl_ms: base.predict_ttl_ms,
+        event_free_ttl_ms: base.event_free_ttl.millis(),
         rows: rows.iter().map(DelayRow::of).collect(),
         targets,
     })
@@ -1135,6 +1147,7 @@ mod tests {
         assert_eq!(study["rows"][0]["view"], "events-only");
         assert_eq!(study["rows"][23]["trace"], "bursty");
         assert_eq!(study["burst"], 8);
+        assert_eq!(study["event_free_ttl_ms"], 3_600_000);
         let targets = study["targets"].as_array().unwrap();
         assert_eq!(targets.len(), 2);
         assert!(targets.iter().all(|t| t["delay_ms"] == 50));

@@ -30,6 +30,7 @@ mod study;
 mod sustain;
 mod target;
 mod trace;
+mod ttl;
 mod workload;
 
 use clap::Parser;

@@ -208,10 +208,10 @@ impl Router {
             ),
             _ => None,
         };
-        let predict_ttl = Duration::from_millis(match cfg.view {
-            View::PredictionsOnly => cfg.event_free_ttl_ms,
-            _ => cfg.predict_ttl_ms,
-        });
+        let predict_ttl = match cfg.view {
+            View::PredictionsOnly => cfg.event_free_ttl.duration(),
+            _ => Duration::from_millis(cfg.predict_ttl_ms),
+        };
         Self {
             policy: cfg.policy,
             view: cfg.view,
@@ -382,6 +382,7 @@ pub(crate) struct Load {
 mod tests {
     use super::*;
     use crate::sim::EngineHash;
+    use crate::ttl::{Ttl, DEFAULT_EVENT_FREE_TTL};
     use kvidx::Worker;
 
     fn chain(tag: u64, n: u64) -> Vec<Block> {
@@ -433,7 +434,7 @@ mod tests {
             view: View::EventsOnly,
             event_delay_ms: 0,
             predict_ttl_ms: 1000,
-            event_free_ttl_ms: 120_000,
+            event_free_ttl: DEFAULT_EVENT_FREE_TTL,
         }
     }
 
@@ -444,7 +445,7 @@ mod tests {
             blocks_per_worker: 64,
             host_blocks_per_worker: 0,
             view,
-            event_free_ttl_ms: 100,
+            event_free_ttl: Ttl::Millis(100),
             predict_ttl_ms: 50,
             ..router_config(Policy::KvCost, RouterIndex::Positional)
         })

@@ -26,6 +26,7 @@ use crate::progress;
 use crate::router::{Load, Router};
 pub use crate::router::{Policy, RouterIndex, View};
 use crate::trace::{Request, TRACE_BLOCK_TOKENS};
+use crate::ttl::Ttl;
 use crate::workload::{Op, TimedOp};
 
 /// Settings of one simulation.
@@ -60,8 +61,8 @@ pub struct SimConfig {
     pub event_delay_ms: u64,
     /// How long a prediction lasts with events (`View::EventsPredictions`), in ms.
     pub predict_ttl_ms: u64,
-    /// How long a prediction lasts without events (`View::PredictionsOnly`), in ms.
-    pub event_free_ttl_ms: u64,
+    /// How long a prediction lasts without events (`View::PredictionsOnly`).
+    pub event_free_ttl: Ttl,
 }
 
 /// Routing quality and event counts of one simulation.
@@ -328,6 +329,7 @@ pub fn simulate(trace: &[Request], cfg: &SimConfig) -> SimOutput {
 mod tests {
     use super::*;
     use crate::trace::read_trace;
+    use crate::ttl::DEFAULT_EVENT_FREE_TTL;
     use kvidx::{BackendKind, Config, EventData, Indexer};
     use std::collections::{HashMap, HashSet};
 
@@ -353,7 +355,7 @@ mod tests {
             view: View::EventsOnly,
             event_delay_ms: 0,
             predict_ttl_ms: 1000,
-            event_free_ttl_ms: 120_000,
+            event_free_ttl: DEFAULT_EVENT_FREE_TTL,
         }
     }
 
@@ -872,7 +874,7 @@ mod tests {
             view: View::EventsOnly,
             event_delay_ms: 0,
             predict_ttl_ms: 1000,
-            event_free_ttl_ms: 120_000,
+            event_free_ttl: DEFAULT_EVENT_FREE_TTL,
         };
         let out = simulate(&sample(400), &cfg);
         let dir = tempfile::tempdir().unwrap();
@@ -954,7 +956,7 @@ mod tests {
         let trace = same_prompt(2, 200);
         let run = |ttl| {
             let cfg = SimConfig {
-                event_free_ttl_ms: ttl,
+                event_free_ttl: Ttl::Millis(ttl),
                 ..viewing(View::PredictionsOnly, 50)
             };
             simulate(&trace, &cfg).routing
@@ -965,6 +967,52 @@ mod tests {
         assert_eq!(expired.requests, 2);
         let blind = simulate(&trace, &viewing(View::EventsOnly, 500)).routing;
         assert_eq!(expired, blind, "as a router that knows nothing");
+    }
+
+    /// `n` conversations of `turns` turns, a turn every `gap_ms` (conversation `c`'s `c` ms
+    /// later): each turn's prompt is its conversation's previous prompt and 2 ids more, no
+    /// conversation shares an id with another, and no turn has output, so load never matters.
+    fn conversations(n: u64, turns: u64, gap_ms: u64) -> Vec<Request> {
+        let mut trace: Vec<Request> = (0..turns)
+            .flat_map(|turn| {
+                (0..n).map(move |c| Request {
+                    timestamp: turn * gap_ms + c,
+                    input_length: (turn + 1) * 2 * 512,
+                    output_length: 0,
+                    hash_ids: (0..(turn + 1) * 2).map(|id| c * 100 + id).collect(),
+                })
+            })
+            .collect();
+        trace.sort_by_key(|r| r.timestamp);
+        trace
+    }
+
+    #[test]
+    fn the_event_free_default_keeps_conversations_whose_turns_pause_beyond_two_minutes() {
+        // 4 conversations of 5 turns, 5 minutes apart; each engine's 300 blocks keep all of
+        // them. Each turn after the first can hit its previous prompt: (2 + 4 + 6 + 8) ids x
+        // 2 blocks, per conversation.
+        let trace = conversations(4, 5, 300_000);
+        let all = 4 * (2 + 4 + 6 + 8) * 2;
+        let hits = |cfg: SimConfig| simulate(&trace, &cfg).routing.hit_blocks;
+        assert_eq!(hits(viewing(View::Oracle, 50)), all);
+        assert_eq!(hits(viewing(View::EventsOnly, 50)), all);
+        // Event-free with the default TTL: the capacity, not the TTL, decides what the router
+        // forgets, and here the engines forget nothing.
+        assert_eq!(
+            config(Policy::KvCost, RouterIndex::Positional).event_free_ttl,
+            DEFAULT_EVENT_FREE_TTL
+        );
+        let event_free = |ttl| SimConfig {
+            event_free_ttl: ttl,
+            ..viewing(View::PredictionsOnly, 50)
+        };
+        assert_eq!(hits(event_free(DEFAULT_EVENT_FREE_TTL)), all);
+        assert_eq!(hits(event_free(Ttl::Unbounded)), all);
+        // A 2-minute TTL forgets each prefix before its next turn: routed blind (ties at
+        // random among 4 idle workers), turns miss.
+        let two_minutes = hits(event_free(Ttl::Millis(120_000)));
+        assert!(two_minutes < all, "{two_minutes} of {all}");
     }
 
     #[test]

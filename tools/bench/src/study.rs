@@ -151,6 +151,7 @@ pub fn targets(rows: &[StudyRow], delay_ms: u64) -> Vec<Targets> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ttl::DEFAULT_EVENT_FREE_TTL;
 
     fn row(variant: Variant, delay_ms: u64, view: View, hit: u64) -> StudyRow {
         StudyRow {
@@ -206,7 +207,7 @@ mod tests {
             view: View::EventsOnly,
             event_delay_ms: 0,
             predict_ttl_ms: 1000,
-            event_free_ttl_ms: 120_000,
+            event_free_ttl: DEFAULT_EVENT_FREE_TTL,
         };
         let mut simulated = 0;
         let bursts = Bursts {
