@@ -428,33 +428,103 @@ pub fn sort_tiered_matches(matches: &mut [TieredMatch]) {
 
 /// Sorts matches in the contract's order: depth descending, then worker id, then dp rank.
 ///
-/// Each match packs into one 128-bit key that holds all of it, so the keys are sorted as
-/// plain integers (on the stack for up to 128 matches) and written back: about
-/// half the time of sorting the matches through a key function, which rebuilds both keys
-/// at every comparison.
+/// Each match packs into one integer key that holds all of it, so the keys are sorted as
+/// plain integers (on the stack for up to 128 matches) and written back: about half the
+/// time of sorting the matches through a key function, which rebuilds both keys at every
+/// comparison. When every depth, worker id and dp rank of the answer fits in 64 bits
+/// together (small ids, the common case), the keys are 64-bit, cheaper to compare and move;
+/// otherwise 128-bit.
 pub fn sort_matches(matches: &mut [Match]) {
     if matches.len() < 2 {
         return; // sorted already: no buffer to clear
     }
-    let mut on_stack = [0u128; SORT_ON_STACK];
+    match Packing::of(matches) {
+        Some(packing) => sort_packed(matches, |m| packing.key(m), |key| packing.unpack(key)),
+        None => sort_packed(
+            matches,
+            |m| order_key(m.depth, m.worker_id, m.dp_rank),
+            |key| Match {
+                worker_id: (key >> 32) as u64,
+                dp_rank: key as u32,
+                depth: !((key >> 96) as u32),
+            },
+        ),
+    }
+}
+
+/// Sorts `matches` by the keys `key` gives them (ascending), writing each back from its
+/// key with `unpack`.
+fn sort_packed<K: Ord + Copy + Default>(
+    matches: &mut [Match],
+    key: impl Fn(&Match) -> K,
+    unpack: impl Fn(K) -> Match,
+) {
+    let mut on_stack = [K::default(); SORT_ON_STACK];
     let mut on_heap = Vec::new();
     let keys = if matches.len() <= SORT_ON_STACK {
         &mut on_stack[..matches.len()]
     } else {
-        on_heap.resize(matches.len(), 0);
+        on_heap.resize(matches.len(), K::default());
         &mut on_heap[..]
     };
-    for (key, m) in keys.iter_mut().zip(matches.iter()) {
-        *key = order_key(m.depth, m.worker_id, m.dp_rank);
+    for (k, m) in keys.iter_mut().zip(matches.iter()) {
+        *k = key(m);
     }
     keys.sort_unstable();
-    for (m, &key) in matches.iter_mut().zip(keys.iter()) {
-        *m = Match {
-            worker_id: (key >> 32) as u64,
-            dp_rank: key as u32,
-            depth: !((key >> 96) as u32),
-        };
+    for (m, &k) in matches.iter_mut().zip(keys.iter()) {
+        *m = unpack(k);
     }
+}
+
+/// How an answer's matches pack into 64-bit keys in the contract's order: the depth's
+/// complement (within the answer's largest depth) above the worker id above the dp rank.
+#[derive(Clone, Copy)]
+struct Packing {
+    /// The largest depth: a depth `d` packs as `max_depth - d`, so deeper sorts first.
+    max_depth: u32,
+    /// Bits of the dp rank, and of the dp rank and worker id together.
+    rank_bits: u32,
+    low_bits: u32,
+}
+
+impl Packing {
+    /// `None` when the answer's depths, worker ids and dp ranks need more than 64 bits.
+    fn of(matches: &[Match]) -> Option<Self> {
+        let (mut depths, mut workers, mut ranks) = (0u32, 0u64, 0u32);
+        for m in matches {
+            depths |= m.depth;
+            workers |= m.worker_id;
+            ranks |= m.dp_rank;
+        }
+        let bits = |used: u64| u64::BITS - used.leading_zeros();
+        let rank_bits = bits(u64::from(ranks));
+        let low_bits = rank_bits + bits(workers);
+        (low_bits + bits(u64::from(depths)) <= 64).then(|| Packing {
+            max_depth: matches.iter().map(|m| m.depth).max().unwrap_or(0),
+            rank_bits,
+            low_bits,
+        })
+    }
+
+    fn key(&self, m: &Match) -> u64 {
+        let deeper_first = u64::from(self.max_depth - m.depth);
+        deeper_first.checked_shl(self.low_bits).unwrap_or(0)
+            | (m.worker_id << self.rank_bits)
+            | u64::from(m.dp_rank)
+    }
+
+    fn unpack(&self, key: u64) -> Match {
+        Match {
+            worker_id: (key >> self.rank_bits) & low_mask(self.low_bits - self.rank_bits),
+            dp_rank: (key & low_mask(self.rank_bits)) as u32,
+            depth: self.max_depth - key.checked_shr(self.low_bits).unwrap_or(0) as u32,
+        }
+    }
+}
+
+/// The lowest `bits` bits set.
+fn low_mask(bits: u32) -> u64 {
+    1u64.checked_shl(bits).map_or(u64::MAX, |b| b - 1)
 }
 
 /// Matches [`sort_matches`] sorts without allocating.
@@ -579,6 +649,56 @@ mod tests {
             });
             sort_matches(&mut matches);
             assert_eq!(matches, expected, "{len} matches");
+        }
+    }
+
+    #[test]
+    fn matches_whose_fields_fit_64_bits_sort_alike_at_every_width() {
+        let mut rng = crate::test_rng::Lcg(11);
+        // (depth, worker id, dp rank) bits: well inside 64, exactly 64, one past it (the
+        // 128-bit keys), and each field alone taking all it can.
+        let widths = [
+            (13, 8, 0),
+            (12, 20, 2),
+            (20, 36, 8),
+            (32, 31, 1),
+            (32, 32, 1),
+            (0, 64, 0),
+            (1, 63, 0),
+            (32, 0, 32),
+            (1, 32, 32),
+        ];
+        for (depth_bits, worker_bits, rank_bits) in widths {
+            let mask = |bits: u32| 1u64.checked_shl(bits).map_or(u64::MAX, |b| b - 1);
+            for len in [2, 9, 64, SORT_ON_STACK + 7] {
+                let mut matches: Vec<Match> = (0..len)
+                    .map(|at| {
+                        // The first match takes each field's largest value.
+                        let (d, w, r) = if at == 0 {
+                            (u64::MAX, u64::MAX, u64::MAX)
+                        } else {
+                            (rng.next() % 5, rng.next(), rng.next() % 3)
+                        };
+                        Match {
+                            worker_id: w & mask(worker_bits),
+                            dp_rank: (r & mask(rank_bits)) as u32,
+                            depth: (d & mask(depth_bits)) as u32,
+                        }
+                    })
+                    .collect();
+                let mut expected = matches.clone();
+                expected.sort_by(|a, b| {
+                    b.depth
+                        .cmp(&a.depth)
+                        .then(a.worker_id.cmp(&b.worker_id))
+                        .then(a.dp_rank.cmp(&b.dp_rank))
+                });
+                sort_matches(&mut matches);
+                assert_eq!(
+                    matches, expected,
+                    "{len} matches, bits {depth_bits}/{worker_bits}/{rank_bits}"
+                );
+            }
         }
     }
 }
