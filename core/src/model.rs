@@ -623,6 +623,16 @@ mod tests {
         assert!(chain_fits(max + 1, 0), "an empty chain never overflows");
     }
 
+    /// The contract's order, by comparing fields.
+    fn sort_by_comparisons(matches: &mut [Match]) {
+        matches.sort_by(|a, b| {
+            b.depth
+                .cmp(&a.depth)
+                .then(a.worker_id.cmp(&b.worker_id))
+                .then(a.dp_rank.cmp(&b.dp_rank))
+        });
+    }
+
     #[test]
     fn matches_sort_in_the_contracts_order_at_every_size_and_extreme() {
         let mut rng = crate::test_rng::Lcg(9);
@@ -641,12 +651,7 @@ mod tests {
                 })
                 .collect();
             let mut expected = matches.clone();
-            expected.sort_by(|a, b| {
-                b.depth
-                    .cmp(&a.depth)
-                    .then(a.worker_id.cmp(&b.worker_id))
-                    .then(a.dp_rank.cmp(&b.dp_rank))
-            });
+            sort_by_comparisons(&mut expected);
             sort_matches(&mut matches);
             assert_eq!(matches, expected, "{len} matches");
         }
@@ -687,12 +692,7 @@ mod tests {
                     })
                     .collect();
                 let mut expected = matches.clone();
-                expected.sort_by(|a, b| {
-                    b.depth
-                        .cmp(&a.depth)
-                        .then(a.worker_id.cmp(&b.worker_id))
-                        .then(a.dp_rank.cmp(&b.dp_rank))
-                });
+                sort_by_comparisons(&mut expected);
                 sort_matches(&mut matches);
                 assert_eq!(
                     matches, expected,
