@@ -37,6 +37,17 @@ pub(super) struct HeldRun {
 }
 
 impl WorkerState {
+    /// Counts `names` more of the worker's names in `run` (holding the run from the first).
+    fn count_names(&mut self, run: &Arc<Run>, names: u32) {
+        self.runs
+            .entry(run.id)
+            .or_insert_with(|| HeldRun {
+                run: Arc::clone(run),
+                names: 0,
+            })
+            .names += names;
+    }
+
     /// The block a key of one of the worker's names stands for.
     pub(super) fn spot(&self, key: u64) -> Spot {
         let (id, offset) = place(key);
@@ -190,14 +201,7 @@ impl RunsIndex {
         }
         drop(guard);
         if taken > 0 {
-            state
-                .runs
-                .entry(run.id)
-                .or_insert_with(|| HeldRun {
-                    run: Arc::clone(run),
-                    names: 0,
-                })
-                .names += taken as u32;
+            state.count_names(run, taken as u32);
         }
         taken
     }
@@ -224,14 +228,7 @@ impl RunsIndex {
             *state.extra_names.entry(key).or_insert(0) += 1;
         }
         // Counted before the name's old block is released: that one may be in this run.
-        state
-            .runs
-            .entry(run.id)
-            .or_insert_with(|| HeldRun {
-                run: Arc::clone(run),
-                names: 0,
-            })
-            .names += 1;
+        state.count_names(run, 1);
         let old = state.names.insert(name, key);
         if let Some(old) = old {
             state.tiers.forget(name, &self.registry.tiers);
