@@ -15,6 +15,10 @@ use super::RunsIndex;
 use crate::index::tiers::WorkerTiers;
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 
+/// The most blocks [`RunsIndex::store_in_run`] attaches under one lock of a run (the
+/// width of its bitset of newly held blocks).
+const SEGMENT: usize = 64;
+
 /// One worker's names and tiers.
 #[derive(Default)]
 pub(crate) struct WorkerState {
@@ -87,12 +91,12 @@ impl RunsIndex {
         while let Some(block) = blocks.get(at) {
             // The common case, blocks with new names that lie in `run` itself: all of them
             // under one lock of the run.
-            let taken =
+            let (taken, added) =
                 self.store_in_run(state, slot, &run, hang, &blocks[at..], tier, &mut touched);
             if taken > 0 {
                 at += taken;
                 hang += taken as u32;
-                new_names += taken as i64;
+                new_names += added;
                 continue;
             }
             at += 1;
@@ -127,11 +131,14 @@ impl RunsIndex {
         }
     }
 
-    /// Stores the longest prefix of `blocks` whose names are new to the worker and whose
-    /// blocks lie in `run` itself from `hang` on (there already, or appended at its end),
-    /// under one lock of the run and one search of its holders; returns how many. Each such
-    /// block gets what [`RunsIndex::attach`] and [`RunsIndex::add_name`] give it, except
-    /// that the caller counts the new names.
+    /// Stores the longest prefix of `blocks` (at most [`SEGMENT`]) whose names are new to
+    /// the worker and whose blocks lie in `run` itself from `hang` on (there already, or
+    /// appended at its end); returns how many, and how many names that added.
+    ///
+    /// Three passes: the worker's name map is read for all of them first (independent
+    /// reads, whose misses overlap); then the run is locked once while the blocks are
+    /// attached (a short hold: no name-map access under the lock, so readers of the run
+    /// wait for little); then the names are given as [`RunsIndex::add_name`] gives them.
     #[allow(clippy::too_many_arguments)]
     fn store_in_run(
         &self,
@@ -142,68 +149,73 @@ impl RunsIndex {
         blocks: &[Block],
         tier: Tier,
         touched: &mut bool,
-    ) -> usize {
+    ) -> (usize, i64) {
         if run.is_root() {
-            return 0; // the root holds no blocks: every chain starts in a child
+            return (0, 0); // the root holds no blocks: every chain starts in a child
         }
-        let mut guard = run.state.write();
-        debug_assert!(!guard.unlinked, "store in an unlinked run");
-        let RunState {
-            locals,
-            holders,
-            children,
-            ..
-        } = &mut *guard;
-        let mut holder = None;
+        let fresh = blocks
+            .iter()
+            .take(SEGMENT)
+            .take_while(|block| !state.names.contains_key(&block.seq_hash))
+            .count();
+        if fresh == 0 {
+            return (0, 0);
+        }
+        // Bit `i`: the worker held block `i` under no name before.
+        let mut newly_held = 0u64;
         let mut taken = 0;
-        for block in blocks {
-            let offset = hang + taken as u32;
-            let here = match locals.get(offset as usize) {
-                Some(&local) => local == block.local_hash,
-                // Appended, unless a run already hangs there with this block.
-                None => {
-                    offset < MAX_RUN
-                        && offset as usize == locals.len()
-                        && !children.contains_key(&(offset, block.local_hash))
+        {
+            let mut guard = run.state.write();
+            debug_assert!(!guard.unlinked, "store in an unlinked run");
+            let RunState {
+                locals,
+                holders,
+                children,
+                ..
+            } = &mut *guard;
+            let mut holder = None;
+            for block in &blocks[..fresh] {
+                let offset = hang + taken as u32;
+                let here = match locals.get(offset as usize) {
+                    Some(&local) => local == block.local_hash,
+                    // Appended, unless a run already hangs there with this block.
+                    None => {
+                        offset < MAX_RUN
+                            && offset as usize == locals.len()
+                            && !children.contains_key(&(offset, block.local_hash))
+                    }
+                };
+                if !here {
+                    break;
                 }
-            };
-            if !here {
-                break;
-            }
-            let MapEntry::Vacant(vacant) = state.names.entry(block.seq_hash) else {
-                break; // a name the worker has: the caller's general path
-            };
-            if !*touched {
-                self.registry
-                    .touch(slot, run.start + offset, block.local_hash);
-                *touched = true;
-            }
-            if offset as usize == locals.len() {
-                locals.push(block.local_hash);
-            }
-            let newly = match holder {
-                Some(index) => holders.insert_at(index, offset),
-                None => {
-                    let (index, newly) = holders.insert_indexed(slot, offset);
-                    holder = Some(index);
-                    newly
+                if !*touched {
+                    self.registry
+                        .touch(slot, run.start + offset, block.local_hash);
+                    *touched = true;
                 }
-            };
-            let key = key(run.id, offset);
-            vacant.insert(key);
-            if !newly {
-                *state.extra_names.entry(key).or_insert(0) += 1;
+                if offset as usize == locals.len() {
+                    locals.push(block.local_hash);
+                }
+                let newly = match holder {
+                    Some(index) => holders.insert_at(index, offset),
+                    None => {
+                        let (index, newly) = holders.insert_indexed(slot, offset);
+                        holder = Some(index);
+                        newly
+                    }
+                };
+                newly_held |= u64::from(newly) << taken;
+                taken += 1;
             }
-            state
-                .tiers
-                .stored(block.seq_hash, key, tier, false, &self.registry.tiers);
-            taken += 1;
         }
-        drop(guard);
-        if taken > 0 {
-            state.count_names(run, taken as u32);
+        let mut new_names = 0;
+        for (at, block) in blocks[..taken].iter().enumerate() {
+            let newly = newly_held >> at & 1 == 1;
+            let offset = hang + at as u32;
+            new_names +=
+                i64::from(self.add_name(state, slot, block.seq_hash, run, offset, newly, tier));
         }
-        taken
+        (taken, new_names)
     }
 
     /// Gives `name` to block `offset` of `run` on `tier` (a new name, or one that named
