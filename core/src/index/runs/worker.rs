@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::name_map::NameMap;
 use super::run::{key, place, Run, RunState, Spot, MAX_RUN};
 use super::RunsIndex;
 use crate::index::tiers::WorkerTiers;
@@ -24,7 +25,7 @@ const SEGMENT: usize = 64;
 pub(crate) struct WorkerState {
     /// Name -> the key ([`Spot::key`]) of the block it names: eight bytes a name, and no
     /// reference count moved per block.
-    pub(super) names: FxHashMap<u64, u64>,
+    pub(super) names: NameMap,
     /// The runs the worker has named blocks in, by id (keeping each alive and reachable from
     /// a key), with how many of its names are in each.
     pub(super) runs: FxHashMap<u64, HeldRun>,
@@ -74,8 +75,8 @@ impl RunsIndex {
     ) -> Outcome {
         let (mut run, mut hang) = match parent {
             None => (Arc::clone(&self.root), 0),
-            Some(name) => match state.names.get(&name) {
-                Some(&key) => {
+            Some(name) => match state.names.get(name) {
+                Some(key) => {
                     let spot = state.spot(key);
                     (spot.run, spot.offset + 1)
                 }
@@ -100,7 +101,7 @@ impl RunsIndex {
                 continue;
             }
             at += 1;
-            if let Some(&named) = state.names.get(&block.seq_hash) {
+            if let Some(named) = state.names.get(block.seq_hash) {
                 let existing = run.state.read().next_key(&run, hang, block.local_hash);
                 if existing == Some(named) {
                     // Same name, same block: it only gains the tier.
@@ -156,7 +157,7 @@ impl RunsIndex {
         let fresh = blocks
             .iter()
             .take(SEGMENT)
-            .take_while(|block| !state.names.contains_key(&block.seq_hash))
+            .take_while(|block| !state.names.contains_key(block.seq_hash))
             .count();
         if fresh == 0 {
             return (0, 0);
@@ -276,7 +277,7 @@ impl RunsIndex {
 
     /// See [`crate::index::worker_blocks::WorkerBlocks::remove_name`].
     pub(super) fn remove_one(&self, state: &mut WorkerState, slot: u32, name: u64) -> bool {
-        let Some(key) = state.names.remove(&name) else {
+        let Some(key) = state.names.remove(name) else {
             return false;
         };
         state.tiers.forget(name, &self.registry.tiers);

@@ -1,0 +1,227 @@
+//! A worker's names: a map from name to block key with each entry's name and key side by
+//! side in one 16-byte slot, found by linear probing.
+//!
+//! A lookup of a name the map holds costs one memory access in the common case: the slot
+//! the name hashes to holds the name to compare and the key to return, on one cache line,
+//! and the probe goes on along that line. (A map that keeps a separate array of tag bytes
+//! reads the tags first and then the entry: two dependent misses on a map too large for
+//! the caches, the usual case for a worker's names.) Removal shifts the entries after the
+//! removed one back into place, so no tombstones pile up under eviction churn.
+
+/// The name that marks an empty slot; the entry of the name itself, if any, is kept aside.
+const EMPTY: u64 = 0;
+
+/// The map holds at most this fraction of its slots (then doubles): probes stay short.
+const MAX_LOAD_NUM: usize = 3;
+const MAX_LOAD_DEN: usize = 4;
+
+/// The fewest slots of a map that holds anything.
+const MIN_SLOTS: usize = 8;
+
+/// See the module docs.
+#[derive(Default)]
+pub(super) struct NameMap {
+    /// `(name, key)`, or `(EMPTY, _)` for an empty slot; empty or a power of two long.
+    slots: Vec<(u64, u64)>,
+    /// Entries in `slots`.
+    len: usize,
+    /// The key of the name `EMPTY`, which cannot be kept in a slot.
+    empty_name: Option<u64>,
+}
+
+impl NameMap {
+    /// Names held.
+    pub(super) fn len(&self) -> usize {
+        self.len + usize::from(self.empty_name.is_some())
+    }
+
+    /// The slot `name` hashes to, with `mask` the slot count minus one.
+    fn home(name: u64, mask: usize) -> usize {
+        // Fibonacci hashing of the name folded on itself: sequential names spread too.
+        let mixed = (name ^ (name >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (mixed >> 32) as usize & mask
+    }
+
+    /// Where `name` is, if held (never called for `EMPTY`).
+    fn find(&self, name: u64) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = Self::home(name, mask);
+        loop {
+            match self.slots[at].0 {
+                n if n == name => return Some(at),
+                EMPTY => return None,
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    /// The key of `name`.
+    pub(super) fn get(&self, name: u64) -> Option<u64> {
+        if name == EMPTY {
+            return self.empty_name;
+        }
+        self.find(name).map(|at| self.slots[at].1)
+    }
+
+    /// Whether `name` is held.
+    pub(super) fn contains_key(&self, name: u64) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Gives `name` the key `key`, returning the key it had.
+    pub(super) fn insert(&mut self, name: u64, key: u64) -> Option<u64> {
+        if name == EMPTY {
+            return self.empty_name.replace(key);
+        }
+        if let Some(at) = self.find(name) {
+            return Some(std::mem::replace(&mut self.slots[at].1, key));
+        }
+        self.reserve(1);
+        self.place(name, key);
+        self.len += 1;
+        None
+    }
+
+    /// Puts an entry known to be absent into its first free slot (room is there).
+    fn place(&mut self, name: u64, key: u64) {
+        let mask = self.slots.len() - 1;
+        let mut at = Self::home(name, mask);
+        while self.slots[at].0 != EMPTY {
+            at = (at + 1) & mask;
+        }
+        self.slots[at] = (name, key);
+    }
+
+    /// Removes `name`, returning its key.
+    pub(super) fn remove(&mut self, name: u64) -> Option<u64> {
+        if name == EMPTY {
+            return self.empty_name.take();
+        }
+        let mut hole = self.find(name)?;
+        let key = self.slots[hole].1;
+        self.len -= 1;
+        // Shift back each later entry of the probe run that may sit in the hole: one whose
+        // home is not cyclically within (hole, at].
+        let mask = self.slots.len() - 1;
+        let mut at = hole;
+        loop {
+            at = (at + 1) & mask;
+            let (next, next_key) = self.slots[at];
+            if next == EMPTY {
+                break;
+            }
+            let home = Self::home(next, mask);
+            let stays = if hole <= at {
+                hole < home && home <= at
+            } else {
+                hole < home || home <= at
+            };
+            if !stays {
+                self.slots[hole] = (next, next_key);
+                hole = at;
+            }
+        }
+        self.slots[hole] = (EMPTY, 0);
+        Some(key)
+    }
+
+    /// Makes room for `more` names without growing again.
+    pub(super) fn reserve(&mut self, more: usize) {
+        let wanted = self.len + more;
+        if wanted * MAX_LOAD_DEN <= self.slots.len() * MAX_LOAD_NUM {
+            return;
+        }
+        let mut slots = MIN_SLOTS.max(self.slots.len());
+        while wanted * MAX_LOAD_DEN > slots * MAX_LOAD_NUM {
+            slots *= 2;
+        }
+        let old = std::mem::replace(&mut self.slots, vec![(EMPTY, 0); slots]);
+        for (name, key) in old {
+            if name != EMPTY {
+                self.place(name, key);
+            }
+        }
+    }
+
+    /// Every `(name, key)`, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.empty_name.map(|key| (EMPTY, key)).into_iter().chain(
+            self.slots
+                .iter()
+                .copied()
+                .filter(|&(name, _)| name != EMPTY),
+        )
+    }
+
+    /// Every key, in no particular order.
+    pub(super) fn values(&self) -> impl Iterator<Item = u64> + '_ {
+        self.iter().map(|(_, key)| key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// The map against std's under random inserts, replacements and removals, with names
+    /// drawn so that probe runs collide, wrap around the end and include `EMPTY`.
+    #[test]
+    fn agrees_with_a_hash_map_under_churn() {
+        for (seed, names) in [(1u64, 6u64), (2, 40), (3, 700), (4, 1 << 40)] {
+            let mut map = NameMap::default();
+            let mut model: HashMap<u64, u64> = HashMap::new();
+            let mut x = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+            for step in 0..60_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Sequential names (0 among them) or spread ones, by the seed.
+                let name = if names < 1_000 {
+                    x % names
+                } else {
+                    (x % names) << 20
+                };
+                match x >> 60 {
+                    0..=8 => assert_eq!(map.insert(name, step), model.insert(name, step)),
+                    9..=14 => assert_eq!(map.remove(name), model.remove(&name)),
+                    _ => assert_eq!(map.get(name), model.get(&name).copied()),
+                }
+                assert_eq!(map.len(), model.len(), "seed {seed} step {step}");
+                if step % 4_999 == 0 {
+                    let mut got: Vec<(u64, u64)> = map.iter().collect();
+                    let mut want: Vec<(u64, u64)> = model.iter().map(|(&n, &k)| (n, k)).collect();
+                    got.sort_unstable();
+                    want.sort_unstable();
+                    assert_eq!(got, want, "seed {seed} step {step}");
+                    assert!(model.keys().all(|&n| map.contains_key(n)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_that_share_a_home_slot_are_all_found_after_removals_between_them() {
+        let mut map = NameMap::default();
+        map.reserve(5);
+        let mask = map.slots.len() - 1;
+        // Names with one home, the last one's probe wrapping past the end of the slots.
+        let home = mask; // the last slot
+        let same: Vec<u64> = (1..u64::MAX)
+            .filter(|&n| NameMap::home(n, mask) == home)
+            .take(4)
+            .collect();
+        for (i, &n) in same.iter().enumerate() {
+            map.insert(n, i as u64);
+        }
+        assert_eq!(map.remove(same[1]), Some(1));
+        assert_eq!(map.get(same[0]), Some(0));
+        assert_eq!(map.get(same[2]), Some(2));
+        assert_eq!(map.get(same[3]), Some(3));
+        assert_eq!(map.get(same[1]), None);
+        assert_eq!(map.len(), 3);
+    }
+}
