@@ -40,6 +40,9 @@ pub(super) struct RunState {
     /// for its children, known without walking them ([`RunState::hang_child`],
     /// [`RunState::unhang_child`]).
     hung_end: u32,
+    /// How many children hang at `hung_end`: the children are walked again only when the
+    /// last of those goes.
+    hung_at_end: u32,
     /// Unlinked from its parent; kept alive only by stale references.
     pub(super) unlinked: bool,
 }
@@ -96,8 +99,15 @@ impl RunState {
 
     /// Hangs `child` after `hang` blocks with first local `local`.
     pub(super) fn hang_child(&mut self, hang: u32, local: u64, child: Arc<Run>) {
-        self.children.insert((hang, local), child);
-        self.hung_end = self.hung_end.max(hang);
+        if self.children.insert((hang, local), child).is_some() {
+            return; // replaced a child at the same place: the counts stand
+        }
+        if self.children.len() == 1 || hang > self.hung_end {
+            self.hung_end = hang;
+            self.hung_at_end = 1;
+        } else if hang == self.hung_end {
+            self.hung_at_end += 1;
+        }
     }
 
     /// Unhangs the child at `key` if it is `child`; the largest hang left is found again
@@ -111,13 +121,22 @@ impl RunState {
             return;
         }
         self.children.remove(&key);
-        if key.0 == self.hung_end {
+        if key.0 != self.hung_end {
+            return;
+        }
+        self.hung_at_end -= 1;
+        if self.hung_at_end == 0 {
             self.hung_end = self
                 .children
                 .keys()
                 .map(|&(hang, _)| hang)
                 .max()
                 .unwrap_or(0);
+            self.hung_at_end = self
+                .children
+                .keys()
+                .filter(|&&(hang, _)| hang == self.hung_end)
+                .count() as u32;
         }
     }
 
@@ -127,14 +146,20 @@ impl RunState {
         if run.is_root() {
             return;
         }
-        debug_assert_eq!(
-            self.hung_end,
-            self.children
+        debug_assert_eq!((self.hung_end, self.hung_at_end), {
+            let end = self
+                .children
                 .keys()
                 .map(|&(hang, _)| hang)
                 .max()
-                .unwrap_or(0)
-        );
+                .unwrap_or(0);
+            let at_end = self
+                .children
+                .keys()
+                .filter(|&&(hang, _)| hang == end)
+                .count();
+            (end, at_end as u32)
+        });
         let keep = self.holders.end().max(self.hung_end).max(1) as usize;
         if keep < self.locals.len() {
             self.locals.truncate(keep);
