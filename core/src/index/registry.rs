@@ -188,10 +188,15 @@ pub(crate) struct Entry<S> {
     removed: bool,
 }
 
-/// A counter on a cache line of its own (readers poll it while writers move it).
+/// Changes (of any slot) begun and ended, equal while no change is in progress; on one cache
+/// line of their own, so that a reader's quiet check ([`Registry::quiet`]) fetches one line
+/// the writers move, not two.
 #[derive(Default)]
 #[repr(align(64))]
-struct PaddedCounter(AtomicU64);
+struct ChangeCounts {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
 
 /// Whether any change was in progress, seen from a reader: taken by [`Registry::quiet`].
 #[derive(Clone, Copy)]
@@ -201,9 +206,7 @@ pub(crate) struct Quiet {
 
 /// See the module docs.
 pub(crate) struct Registry<S> {
-    /// Changes (of any slot) begun and ended: equal while no change is in progress.
-    changes_begun: PaddedCounter,
-    changes_ended: PaddedCounter,
+    changes: ChangeCounts,
     workers: DashMap<Worker, Arc<Mutex<Entry<S>>>, FxBuildHasher>,
     slots: Segmented<SlotInfo>,
     free_slots: Mutex<Vec<u32>>,
@@ -215,8 +218,7 @@ pub(crate) struct Registry<S> {
 impl<S: Default> Registry<S> {
     pub(crate) fn new() -> Self {
         Self {
-            changes_begun: PaddedCounter::default(),
-            changes_ended: PaddedCounter::default(),
+            changes: ChangeCounts::default(),
             workers: DashMap::with_hasher(FxBuildHasher),
             slots: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
@@ -323,7 +325,7 @@ impl<S: Default> Registry<S> {
 
     /// Counts a change as begun, before it changes anything readers see.
     fn begin_any_change(&self) {
-        self.changes_begun.0.fetch_add(1, Ordering::AcqRel);
+        self.changes.begun.fetch_add(1, Ordering::AcqRel);
         // What the change writes next is ordered after the count for a reader that reads it
         // and then fences.
         fence(Ordering::Release);
@@ -331,7 +333,7 @@ impl<S: Default> Registry<S> {
 
     /// Counts a change as ended, after everything it changed.
     fn end_any_change(&self) {
-        self.changes_ended.0.fetch_add(1, Ordering::Release);
+        self.changes.ended.fetch_add(1, Ordering::Release);
     }
 
     /// `Some` if no change is in progress now: then every structure is in one stable state,
@@ -340,8 +342,8 @@ impl<S: Default> Registry<S> {
     pub(crate) fn quiet(&self) -> Option<Quiet> {
         // Ended first: if begun then equals it, no change was in progress when ended was read
         // (begun never trails ended) and none began in between.
-        let ended = self.changes_ended.0.load(Ordering::Acquire);
-        let begun = self.changes_begun.0.load(Ordering::Acquire);
+        let ended = self.changes.ended.load(Ordering::Acquire);
+        let begun = self.changes.begun.load(Ordering::Acquire);
         (begun == ended).then_some(Quiet { begun })
     }
 
@@ -351,7 +353,7 @@ impl<S: Default> Registry<S> {
     #[inline]
     pub(crate) fn still_quiet(&self, quiet: Quiet) -> bool {
         fence(Ordering::Acquire);
-        self.changes_begun.0.load(Ordering::Relaxed) == quiet.begun
+        self.changes.begun.load(Ordering::Relaxed) == quiet.begun
     }
 
     /// Records that the change in progress on `slot` is about to touch the block at
