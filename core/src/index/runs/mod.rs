@@ -30,7 +30,7 @@ use crate::snapshot::{DecodedWorker, Exporter};
 use crate::Error;
 
 mod holders;
-mod name_map;
+mod probe_map;
 mod run;
 mod search;
 mod snapshot;
@@ -136,7 +136,7 @@ impl WorkerBlocks for RunsIndex {
         };
         let mut seen = 0u64;
         for name in names.iter().take(WARM_NAMES) {
-            if let Some(key) = state.names.get(*name) {
+            if let Some(&key) = state.names.get(*name) {
                 seen ^= key;
             }
         }
@@ -144,11 +144,11 @@ impl WorkerBlocks for RunsIndex {
     }
 
     fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {
-        state.names.get(name)
+        state.names.get(name).copied()
     }
 
     fn identity_of_name(&self, state: &WorkerState, name: u64) -> Option<u64> {
-        let spot = state.spot(state.names.get(name)?);
+        let spot = state.spot(*state.names.get(name)?);
         // The runs from the root down to the spot, and how many blocks of each lead to it.
         let mut path = vec![(Arc::clone(&spot.run), spot.offset + 1)];
         let mut run = Arc::clone(&spot.run);

@@ -17,7 +17,7 @@ impl RunsIndex {
     pub(super) fn export_snapshot(&self, state: &WorkerState, exporter: &mut Exporter) {
         let mut seen: FxHashSet<u64> = FxHashSet::default();
         seen.reserve(state.names.len());
-        for (name, key) in state.names.iter() {
+        for (name, &key) in state.names.iter() {
             exporter.name(key, name, state.tiers.tiers_of(name));
             // The block, then every block above it not written yet (held or not: the path).
             let mut at = state.spot(key);
@@ -90,7 +90,7 @@ impl RunsIndex {
             }
             made.push(spot);
         }
-        let named: FxHashSet<u64> = state.names.values().collect();
+        let named: FxHashSet<u64> = state.names.values().copied().collect();
         // Deepest first, so each run is reclaimed in one pass once nothing below needs it.
         path_only.reverse();
         for spot in path_only.iter().filter(|s| !named.contains(&s.key())) {

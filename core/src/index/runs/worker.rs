@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::name_map::NameMap;
+use super::probe_map::{NameMap, ProbeMap};
 use super::run::{key, place, Run, RunState, Spot, MAX_RUN};
 use super::RunsIndex;
 use crate::index::tiers::WorkerTiers;
@@ -28,7 +28,7 @@ pub(crate) struct WorkerState {
     pub(super) names: NameMap,
     /// The runs the worker has named blocks in, by id (keeping each alive and reachable from
     /// a key), with how many of its names are in each.
-    pub(super) runs: FxHashMap<u64, HeldRun>,
+    pub(super) runs: ProbeMap<Option<HeldRun>>,
     /// Held blocks (by [`Spot::key`]) with two or more names -> their names minus one.
     pub(super) extra_names: FxHashMap<u64, u32>,
     /// Which names are off the device alone (keys: [`Spot::key`]).
@@ -44,20 +44,31 @@ pub(super) struct HeldRun {
 impl WorkerState {
     /// Counts `names` more of the worker's names in `run` (holding the run from the first).
     fn count_names(&mut self, run: &Arc<Run>, names: u32) {
+        match self.runs.get_mut(run.id) {
+            Some(Some(held)) => held.names += names,
+            _ => {
+                let held = HeldRun {
+                    run: Arc::clone(run),
+                    names,
+                };
+                self.runs.insert(run.id, Some(held));
+            }
+        }
+    }
+
+    /// The run with id `id`, which one of the worker's names is in.
+    fn held_run(&self, id: u64) -> &HeldRun {
         self.runs
-            .entry(run.id)
-            .or_insert_with(|| HeldRun {
-                run: Arc::clone(run),
-                names: 0,
-            })
-            .names += names;
+            .get(id)
+            .and_then(Option::as_ref)
+            .expect("a named block's run is held")
     }
 
     /// The block a key of one of the worker's names stands for.
     pub(super) fn spot(&self, key: u64) -> Spot {
         let (id, offset) = place(key);
         Spot {
-            run: Arc::clone(&self.runs[&id].run),
+            run: Arc::clone(&self.held_run(id).run),
             offset,
         }
     }
@@ -76,7 +87,7 @@ impl RunsIndex {
         let (mut run, mut hang) = match parent {
             None => (Arc::clone(&self.root), 0),
             Some(name) => match state.names.get(name) {
-                Some(key) => {
+                Some(&key) => {
                     let spot = state.spot(key);
                     (spot.run, spot.offset + 1)
                 }
@@ -101,13 +112,13 @@ impl RunsIndex {
                 continue;
             }
             at += 1;
-            if let Some(named) = state.names.get(block.seq_hash) {
+            if let Some(&named) = state.names.get(block.seq_hash) {
                 let existing = run.state.read().next_key(&run, hang, block.local_hash);
                 if existing == Some(named) {
                     // Same name, same block: it only gains the tier.
                     let (id, offset) = place(named);
                     if id != run.id {
-                        run = Arc::clone(&state.runs[&id].run);
+                        run = Arc::clone(&state.held_run(id).run);
                     }
                     hang = offset + 1;
                     state
@@ -256,10 +267,10 @@ impl RunsIndex {
     /// Drops one name's hold on the block with key `key`.
     fn release(&self, state: &mut WorkerState, slot: u32, key: u64) {
         let (id, offset) = place(key);
-        let MapEntry::Occupied(mut held) = state.runs.entry(id) else {
+        let Some(Some(held)) = state.runs.get_mut(id) else {
             unreachable!("a named block's run is held");
         };
-        held.get_mut().names -= 1;
+        held.names -= 1;
         match state.extra_names.entry(key) {
             // Another name still holds the block.
             MapEntry::Occupied(mut extra) => {
@@ -268,10 +279,10 @@ impl RunsIndex {
                     extra.remove();
                 }
             }
-            MapEntry::Vacant(_) => self.detach(&held.get().run, offset, slot),
+            MapEntry::Vacant(_) => self.detach(&held.run, offset, slot),
         }
-        if held.get().names == 0 {
-            held.remove();
+        if held.names == 0 {
+            state.runs.remove(id);
         }
     }
 
@@ -292,7 +303,7 @@ impl RunsIndex {
         state.tiers.clear(&self.registry.tiers);
         let held = std::mem::take(state);
         // Deepest first, so that a run is unlinked right after the last run below it.
-        let mut runs: Vec<Arc<Run>> = held.runs.into_values().map(|h| h.run).collect();
+        let mut runs: Vec<Arc<Run>> = held.runs.into_values().flatten().map(|h| h.run).collect();
         runs.sort_unstable_by_key(|run| std::cmp::Reverse(run.start));
         for run in &runs {
             self.detach_run(run, slot);

@@ -1,14 +1,14 @@
-//! A worker's names: a map from name to block key with each entry's name and key side by
-//! side in one 16-byte slot, found by linear probing.
+//! A map from 64-bit keys (a worker's names, run ids) to small values with each key and its
+//! value side by side in one slot, found by linear probing.
 //!
-//! A lookup of a name the map holds costs one memory access in the common case: the slot
-//! the name hashes to holds the name to compare and the key to return, on one cache line,
+//! A lookup of a key the map holds costs one memory access in the common case: the slot
+//! the key hashes to holds the key to compare and the value to return, on one cache line,
 //! and the probe goes on along that line. (A map that keeps a separate array of tag bytes
 //! reads the tags first and then the entry: two dependent misses on a map too large for
 //! the caches, the usual case for a worker's names.) Removal shifts the entries after the
 //! removed one back into place, so no tombstones pile up under eviction churn.
 
-/// The name that marks an empty slot; the entry of the name itself, if any, is kept aside.
+/// The key that marks an empty slot; the entry of that key itself, if any, is kept aside.
 const EMPTY: u64 = 0;
 
 /// The map holds at most this fraction of its slots (then doubles): probes stay short.
@@ -19,89 +19,110 @@ const MAX_LOAD_DEN: usize = 4;
 const MIN_SLOTS: usize = 8;
 
 /// See the module docs.
-#[derive(Default)]
-pub(super) struct NameMap {
-    /// `(name, key)`, or `(EMPTY, _)` for an empty slot; empty or a power of two long.
-    slots: Vec<(u64, u64)>,
+pub(super) struct ProbeMap<V> {
+    /// `(key, value)`, or `(EMPTY, V::default())` for an empty slot; empty or a power of
+    /// two long.
+    slots: Vec<(u64, V)>,
     /// Entries in `slots`.
     len: usize,
-    /// The key of the name `EMPTY`, which cannot be kept in a slot.
-    empty_name: Option<u64>,
+    /// The value of the key `EMPTY`, which cannot be kept in a slot.
+    empty_key: Option<V>,
 }
 
-impl NameMap {
-    /// Names held.
+/// A worker's names: name -> block key.
+pub(super) type NameMap = ProbeMap<u64>;
+
+impl<V> Default for ProbeMap<V> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            len: 0,
+            empty_key: None,
+        }
+    }
+}
+
+impl<V: Default> ProbeMap<V> {
+    /// Entries held.
     pub(super) fn len(&self) -> usize {
-        self.len + usize::from(self.empty_name.is_some())
+        self.len + usize::from(self.empty_key.is_some())
     }
 
-    /// The slot `name` hashes to, with `mask` the slot count minus one.
-    fn home(name: u64, mask: usize) -> usize {
-        // Fibonacci hashing of the name folded on itself: sequential names spread too.
-        let mixed = (name ^ (name >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    /// The slot `key` hashes to, with `mask` the slot count minus one.
+    fn home(key: u64, mask: usize) -> usize {
+        // Fibonacci hashing of the key folded on itself: sequential keys spread too.
+        let mixed = (key ^ (key >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (mixed >> 32) as usize & mask
     }
 
-    /// Where `name` is, if held (never called for `EMPTY`).
-    fn find(&self, name: u64) -> Option<usize> {
+    /// Where `key` is, if held (never called for `EMPTY`).
+    fn find(&self, key: u64) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
         let mask = self.slots.len() - 1;
-        let mut at = Self::home(name, mask);
+        let mut at = Self::home(key, mask);
         loop {
             match self.slots[at].0 {
-                n if n == name => return Some(at),
+                k if k == key => return Some(at),
                 EMPTY => return None,
                 _ => at = (at + 1) & mask,
             }
         }
     }
 
-    /// The key of `name`.
-    pub(super) fn get(&self, name: u64) -> Option<u64> {
-        if name == EMPTY {
-            return self.empty_name;
+    /// The value of `key`.
+    pub(super) fn get(&self, key: u64) -> Option<&V> {
+        if key == EMPTY {
+            return self.empty_key.as_ref();
         }
-        self.find(name).map(|at| self.slots[at].1)
+        self.find(key).map(|at| &self.slots[at].1)
     }
 
-    /// Whether `name` is held.
-    pub(super) fn contains_key(&self, name: u64) -> bool {
-        self.get(name).is_some()
+    /// The value of `key`, to change.
+    pub(super) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        if key == EMPTY {
+            return self.empty_key.as_mut();
+        }
+        self.find(key).map(|at| &mut self.slots[at].1)
     }
 
-    /// Gives `name` the key `key`, returning the key it had.
-    pub(super) fn insert(&mut self, name: u64, key: u64) -> Option<u64> {
-        if name == EMPTY {
-            return self.empty_name.replace(key);
+    /// Whether `key` is held.
+    pub(super) fn contains_key(&self, key: u64) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Gives `key` the value `value`, returning the value it had.
+    pub(super) fn insert(&mut self, key: u64, value: V) -> Option<V> {
+        if key == EMPTY {
+            return self.empty_key.replace(value);
         }
-        if let Some(at) = self.find(name) {
-            return Some(std::mem::replace(&mut self.slots[at].1, key));
+        if let Some(at) = self.find(key) {
+            return Some(std::mem::replace(&mut self.slots[at].1, value));
         }
         self.reserve(1);
-        self.place(name, key);
+        self.place(key, value);
         self.len += 1;
         None
     }
 
     /// Puts an entry known to be absent into its first free slot (room is there).
-    fn place(&mut self, name: u64, key: u64) {
+    fn place(&mut self, key: u64, value: V) {
         let mask = self.slots.len() - 1;
-        let mut at = Self::home(name, mask);
+        let mut at = Self::home(key, mask);
         while self.slots[at].0 != EMPTY {
             at = (at + 1) & mask;
         }
-        self.slots[at] = (name, key);
+        self.slots[at] = (key, value);
     }
 
-    /// Removes `name`, returning its key.
-    pub(super) fn remove(&mut self, name: u64) -> Option<u64> {
-        if name == EMPTY {
-            return self.empty_name.take();
+    /// Removes `key`, returning its value.
+    pub(super) fn remove(&mut self, key: u64) -> Option<V> {
+        if key == EMPTY {
+            return self.empty_key.take();
         }
-        let mut hole = self.find(name)?;
-        let key = self.slots[hole].1;
+        let mut hole = self.find(key)?;
+        let value = std::mem::take(&mut self.slots[hole].1);
         self.len -= 1;
         // Shift back each later entry of the probe run that may sit in the hole: one whose
         // home is not cyclically within (hole, at].
@@ -109,7 +130,7 @@ impl NameMap {
         let mut at = hole;
         loop {
             at = (at + 1) & mask;
-            let (next, next_key) = self.slots[at];
+            let next = self.slots[at].0;
             if next == EMPTY {
                 break;
             }
@@ -120,15 +141,15 @@ impl NameMap {
                 hole < home || home <= at
             };
             if !stays {
-                self.slots[hole] = (next, next_key);
+                self.slots.swap(hole, at);
                 hole = at;
             }
         }
-        self.slots[hole] = (EMPTY, 0);
-        Some(key)
+        self.slots[hole].0 = EMPTY;
+        Some(value)
     }
 
-    /// Makes room for `more` names without growing again.
+    /// Makes room for `more` entries without growing again.
     pub(super) fn reserve(&mut self, more: usize) {
         let wanted = self.len + more;
         if wanted * MAX_LOAD_DEN <= self.slots.len() * MAX_LOAD_NUM {
@@ -138,27 +159,42 @@ impl NameMap {
         while wanted * MAX_LOAD_DEN > slots * MAX_LOAD_NUM {
             slots *= 2;
         }
-        let old = std::mem::replace(&mut self.slots, vec![(EMPTY, 0); slots]);
-        for (name, key) in old {
-            if name != EMPTY {
-                self.place(name, key);
+        let fresh = (0..slots).map(|_| (EMPTY, V::default())).collect();
+        let old = std::mem::replace(&mut self.slots, fresh);
+        for (key, value) in old {
+            if key != EMPTY {
+                self.place(key, value);
             }
         }
     }
 
-    /// Every `(name, key)`, in no particular order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.empty_name.map(|key| (EMPTY, key)).into_iter().chain(
-            self.slots
-                .iter()
-                .copied()
-                .filter(|&(name, _)| name != EMPTY),
-        )
+    /// Every `(key, value)`, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &V)> + '_ {
+        self.empty_key
+            .as_ref()
+            .map(|value| (EMPTY, value))
+            .into_iter()
+            .chain(
+                self.slots
+                    .iter()
+                    .filter(|(key, _)| *key != EMPTY)
+                    .map(|(key, value)| (*key, value)),
+            )
     }
 
-    /// Every key, in no particular order.
-    pub(super) fn values(&self) -> impl Iterator<Item = u64> + '_ {
-        self.iter().map(|(_, key)| key)
+    /// Every value, in no particular order.
+    pub(super) fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.iter().map(|(_, value)| value)
+    }
+
+    /// Every value, taken out.
+    pub(super) fn into_values(self) -> impl Iterator<Item = V> {
+        self.empty_key.into_iter().chain(
+            self.slots
+                .into_iter()
+                .filter(|(key, _)| *key != EMPTY)
+                .map(|(_, value)| value),
+        )
     }
 }
 
@@ -188,11 +224,11 @@ mod tests {
                 match x >> 60 {
                     0..=8 => assert_eq!(map.insert(name, step), model.insert(name, step)),
                     9..=14 => assert_eq!(map.remove(name), model.remove(&name)),
-                    _ => assert_eq!(map.get(name), model.get(&name).copied()),
+                    _ => assert_eq!(map.get(name), model.get(&name)),
                 }
                 assert_eq!(map.len(), model.len(), "seed {seed} step {step}");
                 if step % 4_999 == 0 {
-                    let mut got: Vec<(u64, u64)> = map.iter().collect();
+                    let mut got: Vec<(u64, u64)> = map.iter().map(|(n, &k)| (n, k)).collect();
                     let mut want: Vec<(u64, u64)> = model.iter().map(|(&n, &k)| (n, k)).collect();
                     got.sort_unstable();
                     want.sort_unstable();
@@ -218,9 +254,9 @@ mod tests {
             map.insert(n, i as u64);
         }
         assert_eq!(map.remove(same[1]), Some(1));
-        assert_eq!(map.get(same[0]), Some(0));
-        assert_eq!(map.get(same[2]), Some(2));
-        assert_eq!(map.get(same[3]), Some(3));
+        assert_eq!(map.get(same[0]), Some(&0));
+        assert_eq!(map.get(same[2]), Some(&2));
+        assert_eq!(map.get(same[3]), Some(&3));
         assert_eq!(map.get(same[1]), None);
         assert_eq!(map.len(), 3);
     }
