@@ -335,9 +335,8 @@ fn handoff(c: &mut Criterion) {
     group.bench_function("event_pool", |b| {
         b.iter_custom(|iters| {
             timed(iters, &events, |copy| {
-                for event in copy {
-                    pool.apply_event(event).expect("the pool is alive");
-                }
+                copy.into_iter()
+                    .for_each(|event| pool.apply_event(event).expect("the pool is alive"));
                 pool.flush().expect("the pool is alive");
             })
         })

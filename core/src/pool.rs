@@ -542,11 +542,12 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let mut applied = Applied::default();
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
         let Jobs { events, others } = &mut batch;
-        let mut others = others.drain(..).peekable();
-        // The events are read where they lie (not moved out one by one): each one's data is
-        // applied by reference, or moved into the run, and dropped once applied.
+        let mut others = Others::new(others);
+        // The events are read where they lie: a run of one is applied by reference and its
+        // arrays freed in place (not moved out whole to be dropped: a copy of the event per
+        // event); an event that joins a run is moved into the run.
         for at in 0..events.len() {
-            while let Some((_, job)) = others.next_if(|(before, _)| *before <= at) {
+            while let Some(job) = others.next_before(at) {
                 apply_job(applier, queue, job, &mut pending, &mut applied, failed);
                 release_if_urgent(queue, &mut applied);
             }
@@ -555,32 +556,80 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
             if !pending.run.takes(worker) {
                 apply_pending(applier, &mut pending, &mut applied, failed);
             }
-            let joined = others.peek().map_or(true, |(before, _)| *before != at + 1)
-                && events.get(at + 1).is_some_and(|next| next.worker == worker);
-            let data = &mut events[at].data;
+            let joined =
+                others.at != at + 1 && events.get(at + 1).is_some_and(|next| next.worker == worker);
             if pending.run.is_empty() && !joined {
-                // A run of one: applied where it lies, not moved into the run.
+                let data = &events[at].data;
                 guarded(failed, || {
                     applier.apply_event_tallied(worker, data, &mut pending.tally);
                 });
-                drop(std::mem::replace(data, EventData::Cleared));
+                free_arrays(&mut events[at].data);
                 applied.add(1, bytes);
             } else {
-                pending
-                    .run
-                    .push_data(worker, std::mem::replace(data, EventData::Cleared));
+                let data = std::mem::replace(&mut events[at].data, EventData::Cleared);
+                pending.run.push_data(worker, data);
                 pending.writes += 1;
                 pending.bytes += bytes;
             }
             release_if_urgent(queue, &mut applied);
         }
-        for (_, job) in others {
+        while let Some(job) = others.next_before(usize::MAX) {
             apply_job(applier, queue, job, &mut pending, &mut applied, failed);
             release_if_urgent(queue, &mut applied);
         }
         events.clear();
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
+    }
+}
+
+/// The jobs of a batch other than events, taken in order as the thread reaches their place.
+struct Others<'a> {
+    jobs: std::vec::Drain<'a, (usize, Job)>,
+    next: Option<Job>,
+    /// The number of events queued before `next` (`usize::MAX` after the last job): the one
+    /// figure the thread compares per event.
+    at: usize,
+}
+
+impl<'a> Others<'a> {
+    fn new(jobs: &'a mut Vec<(usize, Job)>) -> Self {
+        let mut others = Self {
+            jobs: jobs.drain(..),
+            next: None,
+            at: usize::MAX,
+        };
+        others.advance();
+        others
+    }
+
+    fn advance(&mut self) {
+        (self.at, self.next) = match self.jobs.next() {
+            Some((at, job)) => (at, Some(job)),
+            None => (usize::MAX, None),
+        };
+    }
+
+    /// The next job if it was queued before event `event` (`usize::MAX`: any job left).
+    #[inline]
+    fn next_before(&mut self, event: usize) -> Option<Job> {
+        if self.next.is_none() || (self.at > event && event != usize::MAX) {
+            return None;
+        }
+        let job = self.next.take();
+        self.advance();
+        job
+    }
+}
+
+/// Frees an applied event's arrays where it lies (the rest of it is freed with its batch):
+/// its memory goes as its room is returned, so that the memory of queued events stays
+/// within the byte bounds.
+fn free_arrays(data: &mut EventData) {
+    match data {
+        EventData::Stored { blocks, .. } => drop(std::mem::take(blocks)),
+        EventData::Removed { seq_hashes, .. } => drop(std::mem::take(seq_hashes)),
+        EventData::Cleared => {}
     }
 }
 
