@@ -14,10 +14,11 @@
 //! The handoff is one lock per write on the sender's side and one per batch on the thread's:
 //! senders append to vectors the thread swaps for its own empty ones (all keep their
 //! capacity, so a steady stream allocates nothing): events as themselves, reserved for before
-//! they are moved, so that an event is moved once, into its place, and read there by the
-//! thread (a run of one is applied where it lies); other writes and barriers beside them, by
-//! position (see [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room of applied writes when it takes its next batch
-//! (and every [`RELEASE_EVERY`] writes while a sender waits for room). Between batches the
+//! they are moved, so that an event is moved once, into its place, and once out of it by the
+//! thread as it applies it; other writes and barriers beside them, by position (see
+//! [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room
+//! of applied writes when it takes its next batch (and every [`RELEASE_EVERY`] writes while a
+//! sender waits for room). Between batches the
 //! thread watches a hint the senders publish (a plain load, not the lock) through a few
 //! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
 //! a barrier is queued or a sender waits, or as soon as anything is queued once it has
@@ -33,7 +34,7 @@ use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::applier::{Applier, Run, Tally};
-use crate::model::{Event, EventData, Write};
+use crate::model::{Event, Write};
 use crate::Error;
 
 /// A unit of work for an event thread other than an engine event (events, the common
@@ -543,41 +544,42 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
         let Jobs { events, others } = &mut batch;
         let mut others = Others::new(others);
-        // The events are read where they lie: a run of one is applied by reference and its
-        // arrays freed in place (not moved out whole to be dropped: a copy of the event per
-        // event); an event that joins a run is moved into the run.
-        for at in 0..events.len() {
+        // Each event is moved out once, as it is applied (a run of one is applied by
+        // reference and dropped, so its memory goes as its room is returned); an event that
+        // joins a run is moved into the run.
+        let mut events = events.drain(..);
+        let mut at = 0;
+        while let Some(event) = events.next() {
+            let bytes = event.queued_bytes();
+            let Event { worker, data, .. } = event;
             while let Some(job) = others.next_before(at) {
                 apply_job(applier, queue, job, &mut pending, &mut applied, failed);
                 release_if_urgent(queue, &mut applied);
             }
-            let worker = events[at].worker;
-            let bytes = events[at].queued_bytes();
+            at += 1;
             if !pending.run.takes(worker) {
                 apply_pending(applier, &mut pending, &mut applied, failed);
             }
-            let joined =
-                others.at != at + 1 && events.get(at + 1).is_some_and(|next| next.worker == worker);
+            let joined = others.at != at
+                && (events.as_slice().first()).is_some_and(|next| next.worker == worker);
             if pending.run.is_empty() && !joined {
-                let data = &events[at].data;
                 guarded(failed, || {
-                    applier.apply_event_tallied(worker, data, &mut pending.tally);
+                    applier.apply_event_tallied(worker, &data, &mut pending.tally);
                 });
-                free_arrays(&mut events[at].data);
+                drop(data);
                 applied.add(1, bytes);
             } else {
-                let data = std::mem::replace(&mut events[at].data, EventData::Cleared);
                 pending.run.push_data(worker, data);
                 pending.writes += 1;
                 pending.bytes += bytes;
             }
             release_if_urgent(queue, &mut applied);
         }
+        drop(events);
         while let Some(job) = others.next_before(usize::MAX) {
             apply_job(applier, queue, job, &mut pending, &mut applied, failed);
             release_if_urgent(queue, &mut applied);
         }
-        events.clear();
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
     }
@@ -619,17 +621,6 @@ impl<'a> Others<'a> {
         let job = self.next.take();
         self.advance();
         job
-    }
-}
-
-/// Frees an applied event's arrays where it lies (the rest of it is freed with its batch):
-/// its memory goes as its room is returned, so that the memory of queued events stays
-/// within the byte bounds.
-fn free_arrays(data: &mut EventData) {
-    match data {
-        EventData::Stored { blocks, .. } => drop(std::mem::take(blocks)),
-        EventData::Removed { seq_hashes, .. } => drop(std::mem::take(seq_hashes)),
-        EventData::Cleared => {}
     }
 }
 
