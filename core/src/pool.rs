@@ -11,7 +11,8 @@
 //! everything queued at once and applies consecutive events of one worker a few per change
 //! (see [`Run`]).
 //!
-//! The handoff is one lock per write on the sender's side and one per batch on the thread's:
+//! The handoff is one lock per write on the sender's side (one per up to [`HOLD_EVENTS`]
+//! events of a call that queues several) and one per batch on the thread's:
 //! senders append to vectors the thread swaps for its own empty ones (all keep their
 //! capacity, so a steady stream allocates nothing): events as themselves, reserved for before
 //! they are moved, so that an event is moved once, into its place, and once out of it by the
@@ -168,17 +169,24 @@ impl BoundedQueue {
     /// was just added under `shared`).
     #[inline]
     fn queued(&self, shared: MutexGuard<'_, Shared>) {
+        let wake = self.hint(&shared);
+        drop(shared);
+        if wake {
+            self.work.notify_one();
+        }
+    }
+
+    /// Publishes the hint for the jobs queued in `shared` (a job was just added); whether the
+    /// thread sleeps and must be woken.
+    #[inline]
+    fn hint(&self, shared: &Shared) -> bool {
         let queued = shared.jobs.len();
         if shared.barriers > 0 {
             self.ready.0.store(URGENT, Ordering::Relaxed);
         } else if queued == 1 || queued == self.take_at {
             self.ready.0.store(queued, Ordering::Relaxed);
         }
-        let wake = shared.idle;
-        drop(shared);
-        if wake {
-            self.work.notify_one();
-        }
+        shared.idle
     }
 
     /// Blocks until `bytes` more fit (or the queue is empty), then counts a write of `bytes`
@@ -188,10 +196,22 @@ impl BoundedQueue {
     #[inline]
     fn reserve(&self, bytes: usize) -> Result<MutexGuard<'_, Shared>, Error> {
         let mut shared = self.shared.0.lock();
-        while !shared.gone && !self.fits(&shared, bytes) {
+        self.reserve_held(&mut shared, bytes)?;
+        Ok(shared)
+    }
+
+    /// [`BoundedQueue::reserve`] with the lock already held (released while waiting). A
+    /// thread asleep is woken before the sender waits: the jobs that filled the queue may
+    /// have been queued under this very hold of the lock.
+    #[inline]
+    fn reserve_held(&self, shared: &mut MutexGuard<'_, Shared>, bytes: usize) -> Result<(), Error> {
+        while !shared.gone && !self.fits(shared, bytes) {
             shared.waiting += 1;
             self.ready.0.store(URGENT, Ordering::Relaxed);
-            self.room.wait(&mut shared);
+            if shared.idle {
+                self.work.notify_one();
+            }
+            self.room.wait(shared);
             shared.waiting -= 1;
         }
         if shared.gone {
@@ -199,7 +219,7 @@ impl BoundedQueue {
         }
         shared.writes += 1;
         shared.bytes += bytes;
-        Ok(shared)
+        Ok(())
     }
 
     /// Queues a job other than an event; a write blocks until its `bytes` fit.
@@ -446,6 +466,40 @@ impl EventPool {
         Ok(())
     }
 
+    /// Queues events in order, each as [`EventPool::submit_event`] queues it (counted, and
+    /// waiting for room, one by one), taking a queue's lock once for up to [`HOLD_EVENTS`]
+    /// consecutive events routed to it instead of once per event.
+    pub(crate) fn submit_events(
+        &self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> Result<(), Error> {
+        let mut hold: Option<Hold<'_>> = None;
+        for event in events {
+            if self.failed.load(Ordering::Acquire) {
+                return Err(Error::ShutDown);
+            }
+            let queue = &self.queue_of(event.worker.worker_id).bound;
+            let hold = match &mut hold {
+                Some(held) if std::ptr::eq(held.queue, &**queue) && held.events < HOLD_EVENTS => {
+                    held
+                }
+                _ => {
+                    drop(hold.take()); // wakes its thread if it sleeps
+                    hold.insert(Hold {
+                        queue,
+                        shared: queue.shared.0.lock(),
+                        events: 0,
+                    })
+                }
+            };
+            queue.reserve_held(&mut hold.shared, event.queued_bytes())?;
+            hold.shared.jobs.events.push(event);
+            hold.events += 1;
+            queue.hint(&hold.shared);
+        }
+        Ok(())
+    }
+
     /// Returns once every job accepted before the call has been applied.
     pub(crate) fn flush(&self) -> Result<(), Error> {
         if self.failed.load(Ordering::Acquire) {
@@ -472,6 +526,29 @@ impl Drop for EventPool {
         }
         for handle in self.threads.drain(..) {
             let _ = handle.join();
+        }
+    }
+}
+
+/// Events a sender of several queues at most under one hold of a queue's lock
+/// ([`EventPool::submit_events`]): the lock is taken once per this many events rather than
+/// per event, and the event thread, which may want the lock to take its batch, waits for a
+/// few hundred nanoseconds at most.
+const HOLD_EVENTS: usize = 64;
+
+/// A queue's lock held by a sender queueing several events; when it is let go, the queue's
+/// thread is woken if it sleeps (the jobs queued under the hold are for it).
+struct Hold<'a> {
+    queue: &'a BoundedQueue,
+    shared: MutexGuard<'a, Shared>,
+    /// Events queued under this hold.
+    events: usize,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if self.shared.idle {
+            self.queue.work.notify_one();
         }
     }
 }
@@ -740,15 +817,28 @@ mod tests {
         pool.queues[0].bound.usage()
     }
 
-    #[test]
-    fn queues_are_bounded_by_bytes_and_an_oversized_write_goes_alone() {
+    /// A one-thread pool whose queue holds three events of 100 blocks (in bytes), over a
+    /// [`Scripted`] backend; its gate, and the bytes of one such event.
+    #[allow(clippy::type_complexity)]
+    fn pool_of_three() -> (
+        Arc<parking_lot::RwLock<()>>,
+        Arc<Applier>,
+        Arc<EventPool>,
+        usize,
+    ) {
         let backend = Scripted::default();
         let gate = Arc::clone(&backend.gate);
-        let closed = gate.write(); // the event thread blocks in its first apply
         let applier = Arc::new(Applier::new(Box::new(backend), test_predictions()));
-        let w = Worker::new(1, 0);
-        let one = event(w, 100).queued_bytes();
+        let one = event(Worker::new(1, 0), 100).queued_bytes();
         let pool = Arc::new(EventPool::start(Arc::clone(&applier), 1, 1000, 3 * one).unwrap());
+        (gate, applier, pool, one)
+    }
+
+    #[test]
+    fn queues_are_bounded_by_bytes_and_an_oversized_write_goes_alone() {
+        let (gate, applier, pool, one) = pool_of_three();
+        let closed = gate.write(); // the event thread blocks in its first apply
+        let w = Worker::new(1, 0);
         for _ in 0..3 {
             pool.submit(event(w, 100)).unwrap();
         }
@@ -778,6 +868,64 @@ mod tests {
         pool.flush().unwrap();
         assert_eq!(usage(&pool), (0, 0));
         assert_eq!(applier.stats().events_applied, 5);
+    }
+
+    #[test]
+    fn a_batch_counts_each_event_against_the_bounds_as_it_is_queued() {
+        let (gate, applier, pool, one) = pool_of_three();
+        let closed = gate.write(); // the event thread blocks in its first apply
+        let w = Worker::new(1, 0);
+        let batch = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                pool.submit_events(
+                    (0..5).map(|i| Event::stored(w, i, None, vec![Block::new(1, 2); 100])),
+                )
+            })
+        };
+        // The batch fills the budget, then waits for room with three events counted (the
+        // thread holds the first and has returned nothing). (The gate is opened before any
+        // assertion: a failure must not leave the event thread blocked at the join.)
+        while pool.queues[0].bound.waiters() == 0 {
+            std::thread::yield_now();
+        }
+        let waiting = usage(&pool);
+        drop(closed);
+        assert_eq!(waiting, (3, 3 * one), "three events fill the budget");
+        batch.join().unwrap().unwrap();
+        pool.flush().unwrap();
+        assert_eq!(usage(&pool), (0, 0));
+        assert_eq!(applier.stats().events_applied, 5);
+    }
+
+    #[test]
+    fn a_batch_wakes_a_sleeping_thread_without_a_flush() {
+        let applier = Arc::new(Applier::new(
+            Box::new(Scripted::default()),
+            test_predictions(),
+        ));
+        let pool = EventPool::start(Arc::clone(&applier), 1, 1000, 1 << 20).unwrap();
+        while !pool.queues[0].bound.shared.0.lock().idle {
+            std::thread::yield_now(); // until the thread sleeps
+        }
+        let w = Worker::new(1, 0);
+        pool.submit_events((0..2).map(|i| Event::removed(w, i, vec![i])))
+            .unwrap();
+        // Applied with nothing else sent: a thread left asleep would never apply them (the
+        // watchdog fails the test instead of hanging it).
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        let watched = Arc::clone(&applier);
+        std::thread::spawn(move || {
+            while watched.stats().events_applied < 2 {
+                std::thread::yield_now();
+            }
+            let _ = done_tx.send(());
+        });
+        let woken = done_rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(
+            woken.is_ok(),
+            "the batch was not applied: the thread sleeps"
+        );
     }
 
     /// A backend that records what it is given, in order, and can be held still.
