@@ -545,10 +545,10 @@ impl Drop for EventPool {
     }
 }
 
-/// Events a sender of several queues at most under one hold of a queue's lock
+/// Events a sender of several events queues at most under one hold of a queue's lock
 /// ([`EventPool::submit_events`]): the lock is taken once per this many events rather than
-/// per event, and the event thread, which may want the lock to take its batch, waits for a
-/// few hundred nanoseconds at most.
+/// per event, and the event thread, which may want the lock to take its batch, is kept from
+/// it for a few hundred nanoseconds at most.
 const HOLD_EVENTS: usize = 64;
 
 /// A queue's lock held by a sender queueing several events; when it is let go, the queue's
