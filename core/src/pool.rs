@@ -57,6 +57,10 @@ const RELEASE_EVERY: usize = 64;
 /// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
 const IDLE_ROUNDS: u32 = 9;
 
+/// Tries of the lock by an event thread that wants to take its batch before it waits on the
+/// lock: the first [`SPIN_ROUNDS`] after spins, the others after yields of the core.
+const TAKE_TRIES: u32 = 64;
+
 /// The first idle rounds, which spin (the later ones yield the core).
 const SPIN_ROUNDS: u32 = 7;
 
@@ -288,13 +292,13 @@ impl BoundedQueue {
     /// the lock much of the time: the thread tries it, and between tries waits as it waits
     /// for a batch (spinning, then yielding), rather than spinning on the lock's line and then
     /// sleeping on the lock, which takes the line from the sender at every try and makes
-    /// each unlock wake the thread. After those rounds it waits on the lock.
+    /// each unlock wake the thread. After [`TAKE_TRIES`] tries it waits on the lock.
     fn lock_to_take(&self) -> MutexGuard<'_, Shared> {
-        for round in 0..IDLE_ROUNDS {
+        for round in 0..TAKE_TRIES {
             if let Some(shared) = self.shared.0.try_lock() {
                 return shared;
             }
-            idle_wait(round);
+            idle_wait(round.min(IDLE_ROUNDS - 1));
         }
         self.shared.0.lock()
     }
