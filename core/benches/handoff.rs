@@ -7,7 +7,10 @@
 //!   slots are behind a lock that each side takes once per segment, never contended in the
 //!   steady state);
 //! - `event_pool`: kvidx's event threads (one thread, default bounds), through
-//!   `Indexer::apply_event` and a final `flush`.
+//!   `Indexer::apply_event` and a final `flush`;
+//! - `event_pool_apply_events`: the same through `Indexer::apply_events` in calls of 64
+//!   events (as a batch of engine events is applied), which takes the queue's lock once per
+//!   call instead of once per event.
 //!
 //! Both consumers give every event to the same do-nothing backend and drop it, so the
 //! difference is the handoff: queueing, bounds, wake-ups, run gathering and the event
@@ -28,6 +31,8 @@ use parking_lot::{Mutex, MutexGuard};
 
 /// Events per iteration.
 const EVENTS: usize = 1 << 16;
+/// Events per `apply_events` call of `event_pool_apply_events`.
+const EVENTS_PER_CALL: usize = 64;
 /// Workers the stream cycles through.
 const WORKERS: u64 = 64;
 
@@ -296,6 +301,18 @@ fn timed(iters: u64, events: &[Event], mut hand: impl FnMut(Vec<Event>)) -> Dura
     spent
 }
 
+/// An indexer with one event thread and the default bounds over a [`Counting`] backend.
+fn one_thread_pool() -> Indexer {
+    Indexer::with_backend(
+        Box::new(Counting::default()),
+        Config {
+            event_threads: 1,
+            ..Config::default()
+        },
+    )
+    .expect("valid config")
+}
+
 fn handoff(c: &mut Criterion) {
     let events = stream();
     let mut group = c.benchmark_group("handoff");
@@ -324,30 +341,36 @@ fn handoff(c: &mut Criterion) {
         consumer.thread().unpark();
     });
 
-    let pool = Indexer::with_backend(
-        Box::new(Counting::default()),
-        Config {
-            event_threads: 1,
-            ..Config::default()
-        },
-    )
-    .expect("valid config");
+    let pool = one_thread_pool();
     group.bench_function("event_pool", |b| {
         b.iter_custom(|iters| {
             timed(iters, &events, |copy| {
-                for event in copy {
-                    pool.apply_event(event).expect("the pool is alive");
-                }
+                copy.into_iter()
+                    .for_each(|event| pool.apply_event(event).expect("the pool is alive"));
                 pool.flush().expect("the pool is alive");
+            })
+        })
+    });
+    let batched = one_thread_pool();
+    group.bench_function("event_pool_apply_events", |b| {
+        b.iter_custom(|iters| {
+            timed(iters, &events, |copy| {
+                let mut copy = copy.into_iter();
+                while copy.len() > 0 {
+                    let call = copy.by_ref().take(EVENTS_PER_CALL);
+                    batched.apply_events(call).expect("the pool is alive");
+                }
+                batched.flush().expect("the pool is alive");
             })
         })
     });
     group.finish();
     // The events each side was handed, for CPU figures per event (`perf stat` of a run).
     eprintln!(
-        "handed: spsc_ring {} events, event_pool {} events",
+        "handed: spsc_ring {} events, event_pool {} events, event_pool_apply_events {} events",
         ring_backend.0.load(Ordering::Relaxed),
-        pool.stats().events_applied
+        pool.stats().events_applied,
+        batched.stats().events_applied
     );
     // Both consumers applied every event they were handed.
     assert_eq!(
@@ -356,6 +379,7 @@ fn handoff(c: &mut Criterion) {
         "the ring lost events"
     );
     assert_eq!(pool.stats().events_applied % EVENTS as u64, 0);
+    assert_eq!(batched.stats().events_applied % EVENTS as u64, 0);
 }
 
 criterion_group!(benches, handoff);

@@ -159,7 +159,9 @@ impl Applier {
 
     /// Applies one event (what `data` does to `worker`) as [`Applier::apply_event`] does, adding its outcome to `tally`
     /// instead of the counters (see [`Applier::apply_run_tallied`]): a run of one event,
-    /// applied without moving it into a [`Run`].
+    /// applied without moving it into a [`Run`]. (Inlined: the event thread calls it per
+    /// event.)
+    #[inline]
     pub(crate) fn apply_event_tallied(
         &self,
         worker: Worker,

@@ -11,13 +11,15 @@
 //! everything queued at once and applies consecutive events of one worker a few per change
 //! (see [`Run`]).
 //!
-//! The handoff is one lock per write on the sender's side and one per batch on the thread's:
+//! The handoff is one lock per write on the sender's side (one per up to [`HOLD_EVENTS`]
+//! events of a call that queues several) and one per batch on the thread's:
 //! senders append to vectors the thread swaps for its own empty ones (all keep their
 //! capacity, so a steady stream allocates nothing): events as themselves, reserved for before
-//! they are moved, so that an event is moved once, into its place, and read there by the
-//! thread (a run of one is applied where it lies); other writes and barriers beside them, by
-//! position (see [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room of applied writes when it takes its next batch
-//! (and every [`RELEASE_EVERY`] writes while a sender waits for room). Between batches the
+//! they are moved, so that an event is moved once, into its place, and once out of it by the
+//! thread as it applies it; other writes and barriers beside them, by position (see
+//! [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room
+//! of applied writes when it takes its next batch (and every [`RELEASE_EVERY`] writes while a
+//! sender waits for room). Between batches the
 //! thread watches a hint the senders publish (a plain load, not the lock) through a few
 //! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
 //! a barrier is queued or a sender waits, or as soon as anything is queued once it has
@@ -33,7 +35,7 @@ use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::applier::{Applier, Run, Tally};
-use crate::model::{Event, EventData, Write};
+use crate::model::{Event, Write};
 use crate::Error;
 
 /// A unit of work for an event thread other than an engine event (events, the common
@@ -54,6 +56,10 @@ const RELEASE_EVERY: usize = 64;
 
 /// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
 const IDLE_ROUNDS: u32 = 9;
+
+/// Tries of the lock by an event thread that wants to take its batch before it waits on the
+/// lock: the first [`SPIN_ROUNDS`] after spins, the others after yields of the core.
+const TAKE_TRIES: u32 = 64;
 
 /// The first idle rounds, which spin (the later ones yield the core).
 const SPIN_ROUNDS: u32 = 7;
@@ -167,17 +173,24 @@ impl BoundedQueue {
     /// was just added under `shared`).
     #[inline]
     fn queued(&self, shared: MutexGuard<'_, Shared>) {
+        let wake = self.hint(&shared);
+        drop(shared);
+        if wake {
+            self.work.notify_one();
+        }
+    }
+
+    /// Publishes the hint for the jobs queued in `shared` (a job was just added); whether the
+    /// thread sleeps and must be woken.
+    #[inline]
+    fn hint(&self, shared: &Shared) -> bool {
         let queued = shared.jobs.len();
         if shared.barriers > 0 {
             self.ready.0.store(URGENT, Ordering::Relaxed);
         } else if queued == 1 || queued == self.take_at {
             self.ready.0.store(queued, Ordering::Relaxed);
         }
-        let wake = shared.idle;
-        drop(shared);
-        if wake {
-            self.work.notify_one();
-        }
+        shared.idle
     }
 
     /// Blocks until `bytes` more fit (or the queue is empty), then counts a write of `bytes`
@@ -187,10 +200,22 @@ impl BoundedQueue {
     #[inline]
     fn reserve(&self, bytes: usize) -> Result<MutexGuard<'_, Shared>, Error> {
         let mut shared = self.shared.0.lock();
-        while !shared.gone && !self.fits(&shared, bytes) {
+        self.reserve_held(&mut shared, bytes)?;
+        Ok(shared)
+    }
+
+    /// [`BoundedQueue::reserve`] with the lock already held (released while waiting). A
+    /// thread asleep is woken before the sender waits: the jobs that filled the queue may
+    /// have been queued under this very hold of the lock.
+    #[inline]
+    fn reserve_held(&self, shared: &mut MutexGuard<'_, Shared>, bytes: usize) -> Result<(), Error> {
+        while !shared.gone && !self.fits(shared, bytes) {
             shared.waiting += 1;
             self.ready.0.store(URGENT, Ordering::Relaxed);
-            self.room.wait(&mut shared);
+            if shared.idle {
+                self.work.notify_one();
+            }
+            self.room.wait(shared);
             shared.waiting -= 1;
         }
         if shared.gone {
@@ -198,7 +223,7 @@ impl BoundedQueue {
         }
         shared.writes += 1;
         shared.bytes += bytes;
-        Ok(shared)
+        Ok(())
     }
 
     /// Queues a job other than an event; a write blocks until its `bytes` fit.
@@ -263,6 +288,21 @@ impl BoundedQueue {
         ready
     }
 
+    /// The lock, for the thread to take its batch. A sender queueing event after event holds
+    /// the lock much of the time: the thread tries it, and between tries waits as it waits
+    /// for a batch (spinning, then yielding), rather than spinning on the lock's line and then
+    /// sleeping on the lock, which takes the line from the sender at every try and makes
+    /// each unlock wake the thread. After [`TAKE_TRIES`] tries it waits on the lock.
+    fn lock_to_take(&self) -> MutexGuard<'_, Shared> {
+        for round in 0..TAKE_TRIES {
+            if let Some(shared) = self.shared.0.try_lock() {
+                return shared;
+            }
+            idle_wait(round.min(IDLE_ROUNDS - 1));
+        }
+        self.shared.0.lock()
+    }
+
     /// Whether the thread should act now: a barrier is queued, a sender waits for room or
     /// the pool is closing.
     fn urgent(&self) -> bool {
@@ -276,7 +316,7 @@ impl BoundedQueue {
     fn take(&self, batch: &mut Jobs, applied: Applied) -> bool {
         debug_assert!(batch.is_empty());
         self.wait_for_batch();
-        let mut shared = self.shared.0.lock();
+        let mut shared = self.lock_to_take();
         self.release_locked(&mut shared, applied);
         let mut waited_again = false;
         while shared.jobs.is_empty() {
@@ -445,6 +485,40 @@ impl EventPool {
         Ok(())
     }
 
+    /// Queues events in order, each as [`EventPool::submit_event`] queues it (counted, and
+    /// waiting for room, one by one), taking a queue's lock once for up to [`HOLD_EVENTS`]
+    /// consecutive events routed to it instead of once per event.
+    pub(crate) fn submit_events(
+        &self,
+        events: impl IntoIterator<Item = Event>,
+    ) -> Result<(), Error> {
+        let mut hold: Option<Hold<'_>> = None;
+        for event in events {
+            if self.failed.load(Ordering::Acquire) {
+                return Err(Error::ShutDown);
+            }
+            let queue = &self.queue_of(event.worker.worker_id).bound;
+            let hold = match &mut hold {
+                Some(held) if std::ptr::eq(held.queue, &**queue) && held.events < HOLD_EVENTS => {
+                    held
+                }
+                _ => {
+                    drop(hold.take()); // wakes its thread if it sleeps
+                    hold.insert(Hold {
+                        queue,
+                        shared: queue.shared.0.lock(),
+                        events: 0,
+                    })
+                }
+            };
+            queue.reserve_held(&mut hold.shared, event.queued_bytes())?;
+            hold.shared.jobs.events.push(event);
+            hold.events += 1;
+            queue.hint(&hold.shared);
+        }
+        Ok(())
+    }
+
     /// Returns once every job accepted before the call has been applied.
     pub(crate) fn flush(&self) -> Result<(), Error> {
         if self.failed.load(Ordering::Acquire) {
@@ -471,6 +545,29 @@ impl Drop for EventPool {
         }
         for handle in self.threads.drain(..) {
             let _ = handle.join();
+        }
+    }
+}
+
+/// Events a sender of several events queues at most under one hold of a queue's lock
+/// ([`EventPool::submit_events`]): the lock is taken once per this many events rather than
+/// per event, and the event thread, which may want the lock to take its batch, is kept from
+/// it for a few hundred nanoseconds at most.
+const HOLD_EVENTS: usize = 64;
+
+/// A queue's lock held by a sender queueing several events; when it is let go, the queue's
+/// thread is woken if it sleeps (the jobs queued under the hold are for it).
+struct Hold<'a> {
+    queue: &'a BoundedQueue,
+    shared: MutexGuard<'a, Shared>,
+    /// Events queued under this hold.
+    events: usize,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if self.shared.idle {
+            self.queue.work.notify_one();
         }
     }
 }
@@ -542,45 +639,84 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let mut applied = Applied::default();
     while queue.take(&mut batch, std::mem::take(&mut applied)) {
         let Jobs { events, others } = &mut batch;
-        let mut others = others.drain(..).peekable();
-        // The events are read where they lie (not moved out one by one): each one's data is
-        // applied by reference, or moved into the run, and dropped once applied.
-        for at in 0..events.len() {
-            while let Some((_, job)) = others.next_if(|(before, _)| *before <= at) {
+        let mut others = Others::new(others);
+        // Each event is moved out once, as it is applied (a run of one is applied by
+        // reference and dropped, so its memory goes as its room is returned); an event that
+        // joins a run is moved into the run.
+        let mut events = events.drain(..);
+        let mut at = 0;
+        while let Some(event) = events.next() {
+            let bytes = event.queued_bytes();
+            let Event { worker, data, .. } = event;
+            while let Some(job) = others.next_before(at) {
                 apply_job(applier, queue, job, &mut pending, &mut applied, failed);
                 release_if_urgent(queue, &mut applied);
             }
-            let worker = events[at].worker;
-            let bytes = events[at].queued_bytes();
+            at += 1;
             if !pending.run.takes(worker) {
                 apply_pending(applier, &mut pending, &mut applied, failed);
             }
-            let joined = others.peek().map_or(true, |(before, _)| *before != at + 1)
-                && events.get(at + 1).is_some_and(|next| next.worker == worker);
-            let data = &mut events[at].data;
+            let joined = others.at != at
+                && (events.as_slice().first()).is_some_and(|next| next.worker == worker);
             if pending.run.is_empty() && !joined {
-                // A run of one: applied where it lies, not moved into the run.
                 guarded(failed, || {
-                    applier.apply_event_tallied(worker, data, &mut pending.tally);
+                    applier.apply_event_tallied(worker, &data, &mut pending.tally);
                 });
-                drop(std::mem::replace(data, EventData::Cleared));
+                drop(data);
                 applied.add(1, bytes);
             } else {
-                pending
-                    .run
-                    .push_data(worker, std::mem::replace(data, EventData::Cleared));
+                pending.run.push_data(worker, data);
                 pending.writes += 1;
                 pending.bytes += bytes;
             }
             release_if_urgent(queue, &mut applied);
         }
-        for (_, job) in others {
+        drop(events);
+        while let Some(job) = others.next_before(usize::MAX) {
             apply_job(applier, queue, job, &mut pending, &mut applied, failed);
             release_if_urgent(queue, &mut applied);
         }
-        events.clear();
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
+    }
+}
+
+/// The jobs of a batch other than events, taken in order as the thread reaches their place.
+struct Others<'a> {
+    jobs: std::vec::Drain<'a, (usize, Job)>,
+    next: Option<Job>,
+    /// The number of events queued before `next` (`usize::MAX` after the last job): the one
+    /// figure the thread compares per event.
+    at: usize,
+}
+
+impl<'a> Others<'a> {
+    fn new(jobs: &'a mut Vec<(usize, Job)>) -> Self {
+        let mut others = Self {
+            jobs: jobs.drain(..),
+            next: None,
+            at: usize::MAX,
+        };
+        others.advance();
+        others
+    }
+
+    fn advance(&mut self) {
+        (self.at, self.next) = match self.jobs.next() {
+            Some((at, job)) => (at, Some(job)),
+            None => (usize::MAX, None),
+        };
+    }
+
+    /// The next job if it was queued before event `event` (`usize::MAX`: any job left).
+    #[inline]
+    fn next_before(&mut self, event: usize) -> Option<Job> {
+        if self.next.is_none() || (self.at > event && event != usize::MAX) {
+            return None;
+        }
+        let job = self.next.take();
+        self.advance();
+        job
     }
 }
 
@@ -700,15 +836,28 @@ mod tests {
         pool.queues[0].bound.usage()
     }
 
-    #[test]
-    fn queues_are_bounded_by_bytes_and_an_oversized_write_goes_alone() {
+    /// A one-thread pool whose queue holds three events of 100 blocks (in bytes), over a
+    /// [`Scripted`] backend; its gate, and the bytes of one such event.
+    #[allow(clippy::type_complexity)]
+    fn pool_of_three() -> (
+        Arc<parking_lot::RwLock<()>>,
+        Arc<Applier>,
+        Arc<EventPool>,
+        usize,
+    ) {
         let backend = Scripted::default();
         let gate = Arc::clone(&backend.gate);
-        let closed = gate.write(); // the event thread blocks in its first apply
         let applier = Arc::new(Applier::new(Box::new(backend), test_predictions()));
-        let w = Worker::new(1, 0);
-        let one = event(w, 100).queued_bytes();
+        let one = event(Worker::new(1, 0), 100).queued_bytes();
         let pool = Arc::new(EventPool::start(Arc::clone(&applier), 1, 1000, 3 * one).unwrap());
+        (gate, applier, pool, one)
+    }
+
+    #[test]
+    fn queues_are_bounded_by_bytes_and_an_oversized_write_goes_alone() {
+        let (gate, applier, pool, one) = pool_of_three();
+        let closed = gate.write(); // the event thread blocks in its first apply
+        let w = Worker::new(1, 0);
         for _ in 0..3 {
             pool.submit(event(w, 100)).unwrap();
         }
@@ -738,6 +887,64 @@ mod tests {
         pool.flush().unwrap();
         assert_eq!(usage(&pool), (0, 0));
         assert_eq!(applier.stats().events_applied, 5);
+    }
+
+    #[test]
+    fn a_batch_counts_each_event_against_the_bounds_as_it_is_queued() {
+        let (gate, applier, pool, one) = pool_of_three();
+        let closed = gate.write(); // the event thread blocks in its first apply
+        let w = Worker::new(1, 0);
+        let batch = {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                pool.submit_events(
+                    (0..5).map(|i| Event::stored(w, i, None, vec![Block::new(1, 2); 100])),
+                )
+            })
+        };
+        // The batch fills the budget, then waits for room with three events counted (the
+        // thread holds the first and has returned nothing). (The gate is opened before any
+        // assertion: a failure must not leave the event thread blocked at the join.)
+        while pool.queues[0].bound.waiters() == 0 {
+            std::thread::yield_now();
+        }
+        let waiting = usage(&pool);
+        drop(closed);
+        assert_eq!(waiting, (3, 3 * one), "three events fill the budget");
+        batch.join().unwrap().unwrap();
+        pool.flush().unwrap();
+        assert_eq!(usage(&pool), (0, 0));
+        assert_eq!(applier.stats().events_applied, 5);
+    }
+
+    #[test]
+    fn a_batch_wakes_a_sleeping_thread_without_a_flush() {
+        let applier = Arc::new(Applier::new(
+            Box::new(Scripted::default()),
+            test_predictions(),
+        ));
+        let pool = EventPool::start(Arc::clone(&applier), 1, 1000, 1 << 20).unwrap();
+        while !pool.queues[0].bound.shared.0.lock().idle {
+            std::thread::yield_now(); // until the thread sleeps
+        }
+        let w = Worker::new(1, 0);
+        pool.submit_events((0..2).map(|i| Event::removed(w, i, vec![i])))
+            .unwrap();
+        // Applied with nothing else sent: a thread left asleep would never apply them (the
+        // watchdog fails the test instead of hanging it).
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        let watched = Arc::clone(&applier);
+        std::thread::spawn(move || {
+            while watched.stats().events_applied < 2 {
+                std::thread::yield_now();
+            }
+            let _ = done_tx.send(());
+        });
+        let woken = done_rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(
+            woken.is_ok(),
+            "the batch was not applied: the thread sleeps"
+        );
     }
 
     /// A backend that records what it is given, in order, and can be held still.

@@ -75,12 +75,8 @@ impl Writer {
         let mut rejected = 0;
         match self {
             Writer::Pooled(pool) => {
-                for event in events {
-                    if let Err(e) = pool.submit_event(event) {
-                        first_error = Err(e); // only a shut-down pool refuses
-                        break;
-                    }
-                }
+                // Only a shut-down pool refuses.
+                first_error = pool.submit_events(events);
             }
             Writer::Inline(applier) => {
                 let mut run = Run::default();

@@ -182,6 +182,45 @@ fn flush_is_a_barrier_under_backpressure() {
 }
 
 #[test]
+fn batches_larger_than_their_queue_are_applied_whole_under_backpressure() {
+    // Several senders, each queueing batches of many times a queue's capacity (several
+    // workers, so several queues) to event threads that fall asleep between batches: every
+    // event is applied, none twice, and nothing hangs.
+    for (name, mut config) in configs().into_iter().filter(|(_, c)| c.event_threads > 0) {
+        for capacity in [1, 4] {
+            config.queue_capacity = capacity;
+            let name = name.clone();
+            with_watchdog(120, move || {
+                let indexer = Arc::new(Indexer::new(config).unwrap());
+                let senders: Vec<_> = (0..3u64)
+                    .map(|t| {
+                        let indexer = Arc::clone(&indexer);
+                        std::thread::spawn(move || {
+                            for batch in 0..20u64 {
+                                let events = (0..50u64).map(|i| {
+                                    let n = (t * 20 + batch) * 50 + i;
+                                    let w = Worker::new(t * 10 + i % 5, 0);
+                                    Event::stored(w, n, None, vec![Block::new(n, n)])
+                                });
+                                indexer.apply_events(events).unwrap();
+                            }
+                        })
+                    })
+                    .collect();
+                for sender in senders {
+                    sender.join().unwrap();
+                }
+                indexer.flush().unwrap();
+                let stats = indexer.stats();
+                assert_eq!(stats.events_applied, 3 * 20 * 50, "{name}");
+                assert_eq!(stats.worker_blocks, 3 * 20 * 50, "{name}");
+                assert_eq!(stats.workers, 15, "{name}");
+            });
+        }
+    }
+}
+
+#[test]
 fn concurrent_flushes_and_removals_do_not_deadlock() {
     for (_, config) in configs() {
         with_watchdog(120, move || {
