@@ -97,11 +97,24 @@ impl<V: Default> ProbeMap<V> {
         if key == EMPTY {
             return self.empty_key.replace(value);
         }
-        if let Some(at) = self.find(key) {
-            return Some(std::mem::replace(&mut self.slots[at].1, value));
+        if (self.len + 1) * MAX_LOAD_DEN > self.slots.len() * MAX_LOAD_NUM {
+            // A new key would need more room: grow unless the key is there.
+            if let Some(at) = self.find(key) {
+                return Some(std::mem::replace(&mut self.slots[at].1, value));
+            }
+            self.reserve(1);
         }
-        self.reserve(1);
-        self.place(key, value);
+        // One probe: the key's slot, or the first free one.
+        let mask = self.slots.len() - 1;
+        let mut at = Self::home(key, mask);
+        loop {
+            match self.slots[at].0 {
+                k if k == key => return Some(std::mem::replace(&mut self.slots[at].1, value)),
+                EMPTY => break,
+                _ => at = (at + 1) & mask,
+            }
+        }
+        self.slots[at] = (key, value);
         self.len += 1;
         None
     }

@@ -220,12 +220,14 @@ impl RunsIndex {
                 taken += 1;
             }
         }
+        // Counted for all of them before any name's old block is released (see `add_name`).
+        state.count_names(run, taken as u32);
         let mut new_names = 0;
         for (at, block) in blocks[..taken].iter().enumerate() {
             let newly = newly_held >> at & 1 == 1;
             let offset = hang + at as u32;
-            new_names +=
-                i64::from(self.add_name(state, slot, block.seq_hash, run, offset, newly, tier));
+            let new_name = self.name_block(state, slot, block.seq_hash, run, offset, newly, tier);
+            new_names += i64::from(new_name);
         }
         (taken, new_names)
     }
@@ -247,12 +249,27 @@ impl RunsIndex {
         newly: bool,
         tier: Tier,
     ) -> bool {
+        // Counted before the name's old block is released: that one may be in this run.
+        state.count_names(run, 1);
+        self.name_block(state, slot, name, run, offset, newly, tier)
+    }
+
+    /// [`RunsIndex::add_name`] once the name is counted in `run` ([`WorkerState::count_names`]).
+    #[allow(clippy::too_many_arguments)]
+    fn name_block(
+        &self,
+        state: &mut WorkerState,
+        slot: u32,
+        name: u64,
+        run: &Arc<Run>,
+        offset: u32,
+        newly: bool,
+        tier: Tier,
+    ) -> bool {
         let key = key(run.id, offset);
         if !newly {
             *state.extra_names.entry(key).or_insert(0) += 1;
         }
-        // Counted before the name's old block is released: that one may be in this run.
-        state.count_names(run, 1);
         let old = state.names.insert(name, key);
         if let Some(old) = old {
             state.tiers.forget(name, &self.registry.tiers);
