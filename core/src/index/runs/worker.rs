@@ -23,11 +23,12 @@ const SEGMENT: usize = 64;
 /// One worker's names and tiers.
 #[derive(Default)]
 pub(crate) struct WorkerState {
-    /// Name -> the key ([`Spot::key`]) of the block it names: eight bytes a name, and no
-    /// reference count moved per block.
+    /// Name -> the key ([`Spot::key`]) of the block it names: eight bytes a name beside
+    /// its eight, in one slot, and no reference count moved per block.
     pub(super) names: NameMap,
     /// The runs the worker has named blocks in, by id (keeping each alive and reachable from
-    /// a key), with how many of its names are in each.
+    /// a key), with how many of its names are in each; every held id maps to `Some` (`None`
+    /// only fills the map's empty slots).
     pub(super) runs: ProbeMap<Option<HeldRun>>,
     /// Held blocks (by [`Spot::key`]) with two or more names -> their names minus one.
     pub(super) extra_names: FxHashMap<u64, u32>,
