@@ -86,6 +86,22 @@ impl RunState {
         self.holders.is_empty() && self.children.is_empty()
     }
 
+    /// Whether the block after `hang` blocks of this run with local `local` lies in this run
+    /// itself: `Some(false)` if the run has it at `hang` already, `Some(true)` if it is to be
+    /// appended at the run's end (the root holds no blocks, a run grows to [`MAX_RUN`] at
+    /// most, and a child already hung at the end with that block takes it); `None` if it is
+    /// in a child run, or would be.
+    pub(super) fn lies_here(&self, run: &Run, hang: u32, local: u64) -> Option<bool> {
+        match self.locals.get(hang as usize) {
+            Some(&here) => (here == local).then_some(false),
+            None => (!run.is_root()
+                && hang as usize == self.locals.len()
+                && hang < MAX_RUN
+                && !self.children.contains_key(&(hang, local)))
+            .then_some(true),
+        }
+    }
+
     /// The key ([`key`]) of the block after `hang` blocks of this run with local `local`, if
     /// it exists.
     pub(super) fn next_key(&self, run: &Run, hang: u32, local: u64) -> Option<u64> {

@@ -81,6 +81,7 @@ impl RunsIndex {
             }
             for &(name, tiers) in names {
                 let first = WorkerTiers::restored_first(tiers);
+                state.count_names(&spot.run, 1);
                 let new_name =
                     self.add_name(state, slot, name, &spot.run, spot.offset, newly, first);
                 self.registry.add_blocks(slot, i64::from(new_name));

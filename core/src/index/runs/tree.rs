@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::run::{Run, RunState, Spot, MAX_RUN};
+use super::run::{Run, RunState, Spot};
 use super::RunsIndex;
 
 impl RunsIndex {
@@ -33,18 +33,21 @@ impl RunsIndex {
             self.registry.touch(slot, run.start + hang, local);
             *touched = true;
         }
-        if state.locals.get(hang as usize) == Some(&local) {
-            let newly = state.holders.insert(slot, hang);
-            return (None, hang, newly);
+        match state.lies_here(run, hang, local) {
+            Some(false) => {
+                let newly = state.holders.insert(slot, hang);
+                return (None, hang, newly);
+            }
+            Some(true) => {
+                state.locals.push(local);
+                state.holders.insert(slot, hang);
+                return (None, hang, true);
+            }
+            None => {}
         }
         if let Some(child) = state.children.get(&(hang, local)) {
             let newly = child.state.write().holders.insert(slot, 0);
             return (Some(Arc::clone(child)), 0, newly);
-        }
-        if !run.is_root() && hang as usize == state.locals.len() && hang < MAX_RUN {
-            state.locals.push(local);
-            state.holders.insert(slot, hang);
-            return (None, hang, true);
         }
         let id = self.next_run_id.fetch_add(1, Ordering::Relaxed);
         let child = Run::child(id, run, hang, local);

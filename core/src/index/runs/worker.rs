@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::probe_map::{NameMap, ProbeMap};
-use super::run::{key, place, Run, RunState, Spot, MAX_RUN};
+use super::run::{key, place, Run, Spot};
 use super::RunsIndex;
 use crate::index::tiers::WorkerTiers;
 use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
@@ -44,7 +44,7 @@ pub(super) struct HeldRun {
 
 impl WorkerState {
     /// Counts `names` more of the worker's names in `run` (holding the run from the first).
-    fn count_names(&mut self, run: &Arc<Run>, names: u32) {
+    pub(super) fn count_names(&mut self, run: &Arc<Run>, names: u32) {
         match self.runs.get_mut(run.id) {
             Some(Some(held)) => held.names += names,
             _ => {
@@ -135,6 +135,7 @@ impl RunsIndex {
                 run = moved;
             }
             hang = offset + 1;
+            state.count_names(&run, 1);
             new_names +=
                 i64::from(self.add_name(state, slot, block.seq_hash, &run, offset, newly, tier));
         }
@@ -179,36 +180,23 @@ impl RunsIndex {
         let mut taken = 0;
         {
             let mut guard = run.state.write();
-            debug_assert!(!guard.unlinked, "store in an unlinked run");
-            let RunState {
-                locals,
-                holders,
-                children,
-                ..
-            } = &mut *guard;
+            let state_of_run = &mut *guard;
+            debug_assert!(!state_of_run.unlinked, "store in an unlinked run");
             let mut holder = None;
             for block in &blocks[..fresh] {
                 let offset = hang + taken as u32;
-                let here = match locals.get(offset as usize) {
-                    Some(&local) => local == block.local_hash,
-                    // Appended, unless a run already hangs there with this block.
-                    None => {
-                        offset < MAX_RUN
-                            && offset as usize == locals.len()
-                            && !children.contains_key(&(offset, block.local_hash))
-                    }
-                };
-                if !here {
+                let Some(append) = state_of_run.lies_here(run, offset, block.local_hash) else {
                     break;
-                }
+                };
                 if !*touched {
                     self.registry
                         .touch(slot, run.start + offset, block.local_hash);
                     *touched = true;
                 }
-                if offset as usize == locals.len() {
-                    locals.push(block.local_hash);
+                if append {
+                    state_of_run.locals.push(block.local_hash);
                 }
+                let holders = &mut state_of_run.holders;
                 let newly = match holder {
                     Some(index) => holders.insert_at(index, offset),
                     None => {
@@ -221,13 +209,13 @@ impl RunsIndex {
                 taken += 1;
             }
         }
-        // Counted for all of them before any name's old block is released (see `add_name`).
+        // Counted for all of them first (see `add_name`).
         state.count_names(run, taken as u32);
         let mut new_names = 0;
         for (at, block) in blocks[..taken].iter().enumerate() {
             let newly = newly_held >> at & 1 == 1;
             let offset = hang + at as u32;
-            let new_name = self.name_block(state, slot, block.seq_hash, run, offset, newly, tier);
+            let new_name = self.add_name(state, slot, block.seq_hash, run, offset, newly, tier);
             new_names += i64::from(new_name);
         }
         (taken, new_names)
@@ -238,26 +226,12 @@ impl RunsIndex {
     /// before. Returns whether the name is new to the worker: the caller counts it
     /// ([`Registry::add_blocks`], once per chain rather than once per block).
     ///
+    /// The name must be counted in `run` first ([`WorkerState::count_names`]): counted
+    /// before the name's old block is released, since that one may be in this run.
+    ///
     /// [`Registry::add_blocks`]: crate::index::registry::Registry::add_blocks
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add_name(
-        &self,
-        state: &mut WorkerState,
-        slot: u32,
-        name: u64,
-        run: &Arc<Run>,
-        offset: u32,
-        newly: bool,
-        tier: Tier,
-    ) -> bool {
-        // Counted before the name's old block is released: that one may be in this run.
-        state.count_names(run, 1);
-        self.name_block(state, slot, name, run, offset, newly, tier)
-    }
-
-    /// [`RunsIndex::add_name`] once the name is counted in `run` ([`WorkerState::count_names`]).
-    #[allow(clippy::too_many_arguments)]
-    fn name_block(
         &self,
         state: &mut WorkerState,
         slot: u32,
