@@ -13,6 +13,7 @@ use crate::index::worker_blocks::{push_depth, SlotDepth};
 /// Per-thread buffers of a search.
 #[derive(Default)]
 pub(super) struct Scratch {
+    /// The slots still in the race, ascending (as every run's holders are).
     active: Vec<u32>,
     kept: Vec<u32>,
 }
@@ -54,8 +55,8 @@ impl RunsIndex {
                     .holders
                     .as_slice()
                     .iter()
-                    .filter(|h| h.holds(0))
-                    .map(|h| h.slot),
+                    .filter(|h| h.holds_first())
+                    .map(|h| h.slot()),
             );
         }
     }
@@ -77,17 +78,24 @@ impl RunsIndex {
             s.kept.clear();
             if !entered {
                 entered = true;
-                for holder in state.holders.as_slice() {
+                for &holder in state.holders.as_slice() {
                     let held = holder.held_prefix(m);
                     if held < m {
-                        push_depth(out, holder.slot, pos + held as usize);
+                        push_depth(out, holder.slot(), pos + held as usize);
                     } else {
-                        s.kept.push(holder.slot);
+                        s.kept.push(holder.slot());
                     }
                 }
             } else {
+                // The slots still in the race ascend, as the holders do: one pass forward.
+                let held_all = state.holders.as_slice();
+                let mut at = 0;
                 for &slot in &s.active {
-                    let held = state.holders.of(slot).map_or(0, |h| h.held_prefix(m));
+                    at = state.holders.seek(at, slot);
+                    let held = match held_all.get(at) {
+                        Some(h) if h.slot() == slot => h.held_prefix(m),
+                        _ => 0,
+                    };
                     if held < m {
                         push_depth(out, slot, pos + held as usize);
                     } else {
