@@ -92,6 +92,7 @@ pub enum BackendKind {
     Reference,
 }
 
+mod change_log;
 mod children;
 mod level;
 mod records;

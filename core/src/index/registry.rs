@@ -22,6 +22,7 @@ use dashmap::DashMap;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxBuildHasher;
 
+use super::change_log::ChangeLog;
 use super::segmented::Segmented;
 use super::tiers::TierActivity;
 use crate::model::Worker;
@@ -188,25 +189,10 @@ pub(crate) struct Entry<S> {
     removed: bool,
 }
 
-/// Changes (of any slot) begun and ended, equal while no change is in progress; on one cache
-/// line of their own, so that a reader's quiet check ([`Registry::quiet`]) fetches one line
-/// the writers move, not two.
-#[derive(Default)]
-#[repr(align(64))]
-struct ChangeCounts {
-    begun: AtomicU64,
-    ended: AtomicU64,
-}
-
-/// Whether any change was in progress, seen from a reader: taken by [`Registry::quiet`].
-#[derive(Clone, Copy)]
-pub(crate) struct Quiet {
-    begun: u64,
-}
-
 /// See the module docs.
 pub(crate) struct Registry<S> {
-    changes: ChangeCounts,
+    /// Changes of any slot, for readers' quiet checks.
+    pub(crate) changes: ChangeLog,
     workers: DashMap<Worker, Arc<Mutex<Entry<S>>>, FxBuildHasher>,
     slots: Segmented<SlotInfo>,
     free_slots: Mutex<Vec<u32>>,
@@ -218,7 +204,7 @@ pub(crate) struct Registry<S> {
 impl<S: Default> Registry<S> {
     pub(crate) fn new() -> Self {
         Self {
-            changes: ChangeCounts::default(),
+            changes: ChangeLog::default(),
             workers: DashMap::with_hasher(FxBuildHasher),
             slots: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
@@ -292,12 +278,12 @@ impl<S: Default> Registry<S> {
         };
         let mut guard: MutexGuard<'_, Entry<S>> = entry.lock();
         // The version stays odd until the slot is given to another worker.
-        self.begin_any_change();
+        let begun = self.changes.begin(guard.slot);
         self.info(guard.slot).begin_change(true);
         purge(&mut guard);
         guard.removed = true;
         self.info(guard.slot).free.store(true, Ordering::Release);
-        self.end_any_change();
+        self.changes.end(begun);
         self.free_slots.lock().push(guard.slot);
     }
 
@@ -309,11 +295,11 @@ impl<S: Default> Registry<S> {
         change: impl FnOnce(&mut S, u32) -> R,
     ) -> R {
         let info = self.info(entry.slot);
-        self.begin_any_change();
+        let begun = self.changes.begin(entry.slot);
         info.begin_change(false);
         let result = change(&mut entry.state, entry.slot);
         info.end_change();
-        self.end_any_change();
+        self.changes.end(begun);
         result
     }
 
@@ -321,39 +307,6 @@ impl<S: Default> Registry<S> {
         self.slots
             .get(slot as usize)
             .expect("a known worker's slot is allocated")
-    }
-
-    /// Counts a change as begun, before it changes anything readers see.
-    fn begin_any_change(&self) {
-        self.changes.begun.fetch_add(1, Ordering::AcqRel);
-        // What the change writes next is ordered after the count for a reader that reads it
-        // and then fences.
-        fence(Ordering::Release);
-    }
-
-    /// Counts a change as ended, after everything it changed.
-    fn end_any_change(&self) {
-        self.changes.ended.fetch_add(1, Ordering::Release);
-    }
-
-    /// `Some` if no change is in progress now: then every structure is in one stable state,
-    /// and stays in it until [`Registry::still_quiet`] says otherwise.
-    #[inline]
-    pub(crate) fn quiet(&self) -> Option<Quiet> {
-        // Ended first: if begun then equals it, no change was in progress when ended was read
-        // (begun never trails ended) and none began in between.
-        let ended = self.changes.ended.load(Ordering::Acquire);
-        let begun = self.changes.begun.load(Ordering::Acquire);
-        (begun == ended).then_some(Quiet { begun })
-    }
-
-    /// Whether no change has begun since `quiet` was taken: then reads made in between saw
-    /// the one stable state of that moment, and every slot they met belonged to the worker
-    /// [`Registry::worker_at`] names.
-    #[inline]
-    pub(crate) fn still_quiet(&self, quiet: Quiet) -> bool {
-        fence(Ordering::Acquire);
-        self.changes.begun.load(Ordering::Relaxed) == quiet.begun
     }
 
     /// Records that the change in progress on `slot` is about to touch the block at

@@ -29,6 +29,15 @@
 //!    worker was removed meanwhile (a removal counts as touching every block). Readers
 //!    never block writers unless a worker changes under every one of those re-reads.
 //!
+//! Most reads skip those steps. The registry's change log counts changes as they begin and
+//! end and keeps the slots of the latest ones. A read that starts while no change is in
+//! progress, or while the log names each one that is, searches at once; if no change was in
+//! progress and none began meanwhile, that search saw one stable state. Otherwise, if the
+//! log names the slots of the changes in progress at the start and of those begun since (a
+//! few, among its latest entries), what the search found for every other slot stands, since
+//! a change moves only its own worker's blocks, and the named slots are read again on their
+//! own as in step 4. When the log cannot name them, the read takes the four steps.
+//!
 //! So each worker is reported with its exact depth at some instant during the call, a worker
 //! left out held no prefix of the query at some instant during the call (at step 1, step 3,
 //! or when it was removed), and no worker is reported twice.
@@ -240,13 +249,16 @@ impl<B: WorkerBlocks> Backend for B {
         };
         with_scratch(&READ_SCRATCH, |s: &mut ReadScratch| {
             let registry = self.registry();
-            // No change in progress: search, and if none began meanwhile, that was one
-            // stable state (the module docs' steps are for reads that overlap changes).
+            // No change in progress, or the log names those that are: search, and if no
+            // change began meanwhile and none was in progress, that was one stable state;
+            // otherwise, if the log names the changes' few slots, what was found for the
+            // others stands, and only those are read again (the module docs' four steps are
+            // for reads the log cannot help).
+            s.changed.clear();
+            let start = registry.changes.start(&mut s.changed);
             #[cfg(test)]
-            let quiet = registry.quiet().filter(|_| tests::quiet_path_allowed());
-            #[cfg(not(test))]
-            let quiet = registry.quiet();
-            if let Some(quiet) = quiet {
+            let start = start.filter(|_| tests::quiet_path_allowed());
+            if let Some(start) = start {
                 s.found.clear();
                 #[cfg(test)]
                 tests::at_step(tests::ReadStep::Quiet);
@@ -257,11 +269,32 @@ impl<B: WorkerBlocks> Backend for B {
                 for &(slot, depth) in &s.found {
                     push_match(out, registry.worker_at(slot), depth as usize);
                 }
-                if registry.still_quiet(quiet) {
+                let now = registry.changes.begun_now();
+                if now == start.begun && s.changed.is_empty() {
                     #[cfg(test)]
                     tests::at_step(tests::ReadStep::QuietChecked);
                     sort_matches(out);
                     return;
+                }
+                if registry.changes.slots_begun(start, now, &mut s.changed) {
+                    s.changed.sort_unstable();
+                    s.changed.dedup();
+                    if s.changed.len() <= READ_AGAIN_SLOTS && out.len() == s.found.len() {
+                        #[cfg(test)]
+                        tests::at_step(tests::ReadStep::ChangesNamed);
+                        // `found` and `out` are in step (every depth found is above 0).
+                        let mut at = 0;
+                        out.retain(|_| {
+                            let slot = s.found[at].0;
+                            at += 1;
+                            s.changed.binary_search(&slot).is_err()
+                        });
+                        for &slot in &s.changed {
+                            self.read_again(slot, local_hashes, out);
+                        }
+                        sort_matches(out);
+                        return;
+                    }
                 }
                 out.clear();
             }
@@ -500,6 +533,10 @@ trait ReadAgain {
     fn read_again(&self, slot: u32, local_hashes: &[u64], out: &mut Vec<Match>);
 }
 
+/// The most slots a search that started quiet and met changes reads again one by one (more,
+/// and the whole read starts over with the versions of every holder noted first).
+const READ_AGAIN_SLOTS: usize = 8;
+
 /// Lock-free re-reads of one slot before falling back to its worker's lock.
 const REREADS: usize = 3;
 
@@ -556,6 +593,8 @@ fn push_unique(out: &mut Vec<Match>, worker: Worker, depth: usize) {
 #[derive(Default)]
 struct ReadScratch {
     slots: Vec<u32>,
+    /// The slots of the changes in progress when a search started or begun during it.
+    changed: Vec<u32>,
     /// Indexed by slot: `(query stamp, version)` noted at step 2 of the query with that stamp.
     noted: Vec<(u32, u64)>,
     stamp: u32,
@@ -622,6 +661,7 @@ pub(crate) mod tests {
     //! of its read, at exactly the points where a concurrent writer could get in.
 
     use std::cell::RefCell;
+    use std::rc::Rc;
     use std::sync::Arc;
 
     use super::*;
@@ -633,10 +673,14 @@ pub(crate) mod tests {
     /// The points of a read where the hook runs.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub(crate) enum ReadStep {
-        /// In the path for reads that start while no change is in progress, before the search.
+        /// In the path for reads that start with no change in progress, or with the ones in
+        /// progress named by the change log, before the search.
         Quiet,
         /// In that path, once the search is known to have met no change (before returning).
         QuietChecked,
+        /// In that path, once the changes the search met (in progress at its start or begun
+        /// since) are known by their slots, before those slots are read again.
+        ChangesNamed,
         Snapshotted,
         Searched,
     }
@@ -653,7 +697,7 @@ pub(crate) mod tests {
     pub(crate) fn quiet_path_allowed() -> bool {
         matches!(
             HOOK_STEP.with(|s| s.get()),
-            None | Some(ReadStep::Quiet | ReadStep::QuietChecked)
+            None | Some(ReadStep::Quiet | ReadStep::QuietChecked | ReadStep::ChangesNamed)
         )
     }
 
@@ -767,6 +811,100 @@ pub(crate) mod tests {
             assert_eq!(got, vec![w1], "{name}");
             assert_eq!(index.find_matches_vec(&X), vec![], "{name}");
         }
+    }
+
+    /// Runs one query with `writes` applied during its first search, returning the answer
+    /// and the steps the read went through.
+    fn query_during_search(
+        index: &Arc<dyn Backend>,
+        q: &[u64],
+        writes: impl FnOnce(&dyn Backend) + 'static,
+    ) -> (Vec<Match>, Vec<ReadStep>) {
+        let steps = Rc::new(RefCell::new(Vec::new()));
+        let seen = Rc::clone(&steps);
+        let target = Arc::clone(index);
+        let mut writes = Some(writes);
+        HOOK_STEP.with(|s| s.set(Some(ReadStep::Quiet)));
+        HOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |at| {
+                seen.borrow_mut().push(at);
+                if let Some(writes) = writes.take() {
+                    writes(&*target);
+                }
+            }))
+        });
+        let mut out = Vec::new();
+        index.find_matches_into(q, &mut out);
+        HOOK.with(|h| *h.borrow_mut() = None);
+        HOOK_STEP.with(|s| s.set(None));
+        let steps = steps.borrow().clone();
+        (out, steps)
+    }
+
+    #[test]
+    fn changes_met_by_a_quiet_search_read_only_their_slots_again() {
+        const W3: Worker = Worker::new(3, 0);
+        let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
+        for (name, index) in backends() {
+            apply(&*index, chain(W1, &X, 100));
+            apply(&*index, chain(W2, &X[..5], 200));
+            apply(&*index, chain(W3, &y, 300));
+            // During the search W2 gets the rest of X and W3 goes: W1 stands as found,
+            // W2 is read again (all of X), W3 never held X.
+            let (got, steps) = query_during_search(&index, &X, |ix| {
+                let rest = (5..12).map(|p| Block::new(X[p], 200 + p as u64)).collect();
+                apply(ix, Event::stored(W2, 1, Some(204), rest));
+                ix.remove_worker(3);
+            });
+            assert_eq!(got, vec![at(W1, 12), at(W2, 12)], "{name}");
+            assert_eq!(
+                steps,
+                vec![ReadStep::Quiet, ReadStep::ChangesNamed],
+                "{name}: the changes were named, and the read did not start over"
+            );
+            // More changes than the log keeps: the read starts over, with the same answer.
+            let y = y.clone();
+            let (got, steps) = query_during_search(&index, &X, move |ix| {
+                for round in 0..=crate::index::change_log::RECENT as u64 {
+                    apply(ix, chain(W3, &y, 1000 + round));
+                }
+            });
+            assert_eq!(got, vec![at(W1, 12), at(W2, 12)], "{name}");
+            assert_eq!(
+                steps,
+                vec![ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_change_in_progress_when_a_read_starts_is_read_again_alone() {
+        use std::sync::Barrier;
+        let index = Arc::new(RunsIndex::new());
+        let as_backend: Arc<dyn Backend> = index.clone();
+        apply(&*index, chain(W1, &X, 100));
+        apply(&*index, chain(W2, &X[..5], 200));
+        let opened = Arc::new(Barrier::new(2));
+        let answered = Arc::new(Barrier::new(2));
+        let writer = {
+            let (index, opened, answered) = (index.clone(), opened.clone(), answered.clone());
+            std::thread::spawn(move || {
+                let registry = index.registry();
+                registry.with_worker(W2, false, |entry| {
+                    registry.change(entry, |_, _| {
+                        opened.wait();
+                        answered.wait(); // the read runs while this change is open
+                    })
+                });
+            })
+        };
+        opened.wait();
+        let (got, steps) = query_during_search(&as_backend, &X, |_| {});
+        answered.wait();
+        writer.join().unwrap();
+        assert_eq!(got, vec![at(W1, 12), at(W2, 5)]);
+        assert_eq!(steps, vec![ReadStep::Quiet, ReadStep::ChangesNamed]);
     }
 
     #[test]
