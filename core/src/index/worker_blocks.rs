@@ -716,11 +716,24 @@ pub(crate) mod tests {
         step: ReadStep,
         writes: impl FnOnce(&dyn Backend) + 'static,
     ) -> Vec<Match> {
+        query_recording(index, q, step, writes).0
+    }
+
+    /// [`query_with`], also returning the steps the read went through.
+    fn query_recording(
+        index: &Arc<dyn Backend>,
+        q: &[u64],
+        step: ReadStep,
+        writes: impl FnOnce(&dyn Backend) + 'static,
+    ) -> (Vec<Match>, Vec<ReadStep>) {
+        let steps = Rc::new(RefCell::new(Vec::new()));
+        let seen = Rc::clone(&steps);
         let target = Arc::clone(index);
         let mut writes = Some(writes);
         HOOK_STEP.with(|s| s.set(Some(step)));
         HOOK.with(|h| {
             *h.borrow_mut() = Some(Box::new(move |at| {
+                seen.borrow_mut().push(at);
                 if at == step {
                     if let Some(writes) = writes.take() {
                         writes(&*target);
@@ -732,7 +745,8 @@ pub(crate) mod tests {
         index.find_matches_into(q, &mut out);
         HOOK.with(|h| *h.borrow_mut() = None);
         HOOK_STEP.with(|s| s.set(None));
-        out
+        let steps = steps.borrow().clone();
+        (out, steps)
     }
 
     /// A match of `worker` at `depth`.
@@ -813,34 +827,6 @@ pub(crate) mod tests {
         }
     }
 
-    /// Runs one query with `writes` applied during its first search, returning the answer
-    /// and the steps the read went through.
-    fn query_during_search(
-        index: &Arc<dyn Backend>,
-        q: &[u64],
-        writes: impl FnOnce(&dyn Backend) + 'static,
-    ) -> (Vec<Match>, Vec<ReadStep>) {
-        let steps = Rc::new(RefCell::new(Vec::new()));
-        let seen = Rc::clone(&steps);
-        let target = Arc::clone(index);
-        let mut writes = Some(writes);
-        HOOK_STEP.with(|s| s.set(Some(ReadStep::Quiet)));
-        HOOK.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move |at| {
-                seen.borrow_mut().push(at);
-                if let Some(writes) = writes.take() {
-                    writes(&*target);
-                }
-            }))
-        });
-        let mut out = Vec::new();
-        index.find_matches_into(q, &mut out);
-        HOOK.with(|h| *h.borrow_mut() = None);
-        HOOK_STEP.with(|s| s.set(None));
-        let steps = steps.borrow().clone();
-        (out, steps)
-    }
-
     #[test]
     fn changes_met_by_a_quiet_search_read_only_their_slots_again() {
         const W3: Worker = Worker::new(3, 0);
@@ -851,7 +837,7 @@ pub(crate) mod tests {
             apply(&*index, chain(W3, &y, 300));
             // During the search W2 gets the rest of X and W3 goes: W1 stands as found,
             // W2 is read again (all of X), W3 never held X.
-            let (got, steps) = query_during_search(&index, &X, |ix| {
+            let (got, steps) = query_recording(&index, &X, ReadStep::Quiet, |ix| {
                 let rest = (5..12).map(|p| Block::new(X[p], 200 + p as u64)).collect();
                 apply(ix, Event::stored(W2, 1, Some(204), rest));
                 ix.remove_worker(3);
@@ -864,7 +850,7 @@ pub(crate) mod tests {
             );
             // More changes than the log keeps: the read starts over, with the same answer.
             let y = y.clone();
-            let (got, steps) = query_during_search(&index, &X, move |ix| {
+            let (got, steps) = query_recording(&index, &X, ReadStep::Quiet, move |ix| {
                 for round in 0..=crate::index::change_log::RECENT as u64 {
                     apply(ix, chain(W3, &y, 1000 + round));
                 }
@@ -900,7 +886,7 @@ pub(crate) mod tests {
             })
         };
         opened.wait();
-        let (got, steps) = query_during_search(&as_backend, &X, |_| {});
+        let (got, steps) = query_recording(&as_backend, &X, ReadStep::Quiet, |_| {});
         answered.wait();
         writer.join().unwrap();
         assert_eq!(got, vec![at(W1, 12), at(W2, 5)]);
