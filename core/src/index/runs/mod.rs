@@ -29,6 +29,7 @@ use crate::scratch::with_scratch;
 use crate::snapshot::{DecodedWorker, Exporter};
 use crate::Error;
 
+mod children;
 mod holders;
 mod probe_map;
 mod run;
@@ -76,16 +77,9 @@ impl RunsIndex {
 impl Drop for RunsIndex {
     /// Takes the runs apart in a loop, so a long chain of runs is not dropped recursively.
     fn drop(&mut self) {
-        let mut stack: Vec<Arc<Run>> = self
-            .root
-            .state
-            .write()
-            .children
-            .drain()
-            .map(|(_, r)| r)
-            .collect();
+        let mut stack: Vec<Arc<Run>> = self.root.state.write().children.take_all();
         while let Some(run) = stack.pop() {
-            stack.extend(run.state.write().children.drain().map(|(_, r)| r));
+            stack.extend(run.state.write().children.take_all());
         }
     }
 }

@@ -3,10 +3,9 @@
 
 use std::sync::{Arc, Weak};
 
-use parking_lot::RwLock;
-use rustc_hash::FxHashMap;
-
+use super::children::Children;
 use super::holders::Holders;
+use parking_lot::RwLock;
 
 /// The longest a run grows; a chain goes on in a child run. Offsets fit in [`OFFSET_BITS`].
 pub(super) const MAX_RUN: u32 = 1 << OFFSET_BITS;
@@ -35,7 +34,7 @@ pub(super) struct RunState {
     pub(super) holders: Holders,
     /// `(hang, first local)` -> the run continuing after `hang` blocks of this one with that
     /// block. For `hang < locals.len()`, the first local differs from `locals[hang]`.
-    pub(super) children: FxHashMap<(u32, u64), Arc<Run>>,
+    pub(super) children: Children,
     /// The largest `hang` among `children` (0 with none): where the run must keep reaching
     /// for its children, known without walking them ([`RunState::hang_child`],
     /// [`RunState::unhang_child`]).
@@ -145,13 +144,13 @@ impl RunState {
             self.hung_end = self
                 .children
                 .keys()
-                .map(|&(hang, _)| hang)
+                .map(|(hang, _)| hang)
                 .max()
                 .unwrap_or(0);
             self.hung_at_end = self
                 .children
                 .keys()
-                .filter(|&&(hang, _)| hang == self.hung_end)
+                .filter(|&(hang, _)| hang == self.hung_end)
                 .count() as u32;
         }
     }
@@ -166,13 +165,13 @@ impl RunState {
             let end = self
                 .children
                 .keys()
-                .map(|&(hang, _)| hang)
+                .map(|(hang, _)| hang)
                 .max()
                 .unwrap_or(0);
             let at_end = self
                 .children
                 .keys()
-                .filter(|&&(hang, _)| hang == end)
+                .filter(|&(hang, _)| hang == end)
                 .count();
             (end, at_end as u32)
         });
