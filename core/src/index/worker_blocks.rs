@@ -56,6 +56,10 @@ use crate::Error;
 /// How many events of a batch ahead of the one being applied [`WorkerBlocks::warm`] reads.
 const WARM_AHEAD: usize = 6;
 
+/// How many names of a removal ahead of the one being dropped [`WorkerBlocks::warm_name`]
+/// warms.
+const NAMES_AHEAD: usize = 8;
+
 /// A slot and the depth a search found for it.
 pub(crate) type SlotDepth = (u32, u32);
 
@@ -129,10 +133,15 @@ pub(crate) trait WorkerBlocks: Send + Sync + 'static {
         self.walk_held(state, slot, local_hashes, &mut |_, _| {})
     }
 
-    /// Reads, without changing anything, what applying `data` to the worker will read first,
-    /// a few events ahead of applying it: the memory of several queued events is then
-    /// fetched in parallel instead of one miss after another. By default nothing.
+    /// Prefetches (or reads, without changing anything) what applying `data` to the worker
+    /// will read first, a few events ahead of applying it: the memory of several queued
+    /// events is then fetched in parallel instead of one miss after another. By default
+    /// nothing.
     fn warm(&self, _state: &Self::State, _data: &EventData) {}
+
+    /// Like [`WorkerBlocks::warm`], for one name a removal [`NAMES_AHEAD`] names on will
+    /// drop (the first of an event's are the event's to warm). By default nothing.
+    fn warm_name(&self, _state: &Self::State, _name: u64) {}
 
     /// Runs after every change of a worker, still under its lock and inside its version
     /// change; by default nothing.
@@ -429,7 +438,13 @@ trait ApplyOne: WorkerBlocks + Sized {
             EventData::Removed { seq_hashes, tier } => {
                 let unknown = seq_hashes
                     .iter()
-                    .filter(|&&name| !self.remove_one(state, slot, name, *tier))
+                    .enumerate()
+                    .filter(|&(at, &name)| {
+                        if let Some(&ahead) = seq_hashes.get(at + NAMES_AHEAD) {
+                            self.warm_name(state, ahead);
+                        }
+                        !self.remove_one(state, slot, name, *tier)
+                    })
                     .count();
                 Outcome::Applied {
                     unknown_removals: unknown as u64,

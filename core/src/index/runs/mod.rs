@@ -40,8 +40,8 @@ mod worker;
 
 use run::{key, Run};
 
-/// How many names of one event [`WorkerBlocks::warm`] reads.
-const WARM_NAMES: usize = 4;
+/// How many names of one event [`WorkerBlocks::warm`] prefetches.
+const WARM_NAMES: usize = 8;
 pub(crate) use worker::WorkerState;
 
 /// See the module docs.
@@ -118,23 +118,28 @@ impl WorkerBlocks for RunsIndex {
         &mut state.tiers
     }
 
-    /// The name-map entries of the event's names.
+    /// Prefetches the name-map entries of the event's names (the first [`WARM_NAMES`] of them; the rest of a removal's are warmed as it goes).
     fn warm(&self, state: &WorkerState, data: &EventData) {
-        let names: &[u64] = match data {
-            EventData::Removed { seq_hashes, .. } => seq_hashes,
-            EventData::Stored {
-                parent: Some(parent),
-                ..
-            } => std::slice::from_ref(parent),
+        let names = match data {
+            EventData::Removed { seq_hashes, .. } => &seq_hashes[..],
+            EventData::Stored { parent, blocks, .. } => {
+                if let Some(parent) = parent {
+                    state.names.prefetch(*parent);
+                }
+                for block in blocks.iter().take(WARM_NAMES) {
+                    state.names.prefetch(block.seq_hash);
+                }
+                return;
+            }
             _ => &[],
         };
-        let mut seen = 0u64;
-        for name in names.iter().take(WARM_NAMES) {
-            if let Some(&key) = state.names.get(*name) {
-                seen ^= key;
-            }
+        for &name in names.iter().take(WARM_NAMES) {
+            state.names.prefetch(name);
         }
-        std::hint::black_box(seen);
+    }
+
+    fn warm_name(&self, state: &WorkerState, name: u64) {
+        state.names.prefetch(name);
     }
 
     fn key_of(&self, state: &WorkerState, name: u64) -> Option<u64> {

@@ -87,6 +87,19 @@ impl<V: Default> ProbeMap<V> {
         }
     }
 
+    /// Asks the processor to bring `key`'s home tag and slot into the cache, without
+    /// waiting: a later lookup or insert of it then finds them there, and several keys
+    /// prefetched in a row are fetched from memory in parallel.
+    #[inline]
+    pub(super) fn prefetch(&self, key: u64) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let at = Self::home(key, self.slots.len() - 1);
+        prefetch_index::prefetch_index(&self.tags, at);
+        prefetch_index::prefetch_index(&self.slots, at);
+    }
+
     /// The value of `key`.
     pub(super) fn get(&self, key: u64) -> Option<&V> {
         if key == EMPTY {

@@ -20,6 +20,9 @@ use crate::model::{chain_fits, Block, Outcome, RejectReason, Tier};
 /// width of its bitset of newly held blocks).
 const SEGMENT: usize = 64;
 
+/// How many names ahead of the one it checks a store asks for in the cache.
+const PREFETCH_AHEAD: usize = 8;
+
 /// One worker's names and tiers.
 #[derive(Default)]
 pub(crate) struct WorkerState {
@@ -167,10 +170,19 @@ impl RunsIndex {
         if run.is_root() {
             return (0, 0); // the root holds no blocks: every chain starts in a child
         }
-        let fresh = blocks
+        let segment = &blocks[..blocks.len().min(SEGMENT)];
+        for block in segment.iter().take(PREFETCH_AHEAD) {
+            state.names.prefetch(block.seq_hash);
+        }
+        let fresh = segment
             .iter()
-            .take(SEGMENT)
-            .take_while(|block| !state.names.contains_key(block.seq_hash))
+            .enumerate()
+            .take_while(|&(at, block)| {
+                if let Some(ahead) = segment.get(at + PREFETCH_AHEAD) {
+                    state.names.prefetch(ahead.seq_hash);
+                }
+                !state.names.contains_key(block.seq_hash)
+            })
             .count();
         if fresh == 0 {
             return (0, 0);
