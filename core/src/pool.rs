@@ -61,9 +61,10 @@ enum Job {
 
 /// Applied writes an event thread returns to its queue's bounds at once, at most, while a
 /// sender waits for room (a quarter of a short queue): room comes back while a batch is
-/// applied, at one lock per this many writes. Otherwise room is returned when the thread
-/// takes its next batch.
-const RELEASE_EVERY: usize = 64;
+/// applied, at one lock per this many writes (each such lock taken from a sender that is
+/// retrying the lock as it waits). Otherwise room is returned when the thread takes its next
+/// batch.
+const RELEASE_EVERY: usize = 256;
 
 /// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
 const IDLE_ROUNDS: u32 = 9;
