@@ -321,9 +321,10 @@ impl BoundedQueue {
 
     /// Waits until the hint says a batch is worth taking: urgent, or
     /// [`BoundedQueue::take_at`] jobs queued, or fewer once the senders have paused (the
-    /// hint has not moved for [`PAUSED_FOR`]) or after [`GATHER_FOR`]. With nothing queued it
-    /// waits for a first job through [`IDLE_ROUNDS`] rounds of spinning and yielding at most.
-    /// Returns the last hint read.
+    /// hint has not moved for [`PAUSED_FOR`]) or after [`GATHER_FOR`], spinning meanwhile (a
+    /// yield on a busy machine can give the core away for a whole time slice). With nothing
+    /// queued it waits for a first job through [`IDLE_ROUNDS`] rounds of spinning and yielding
+    /// at most. Returns the last hint read.
     fn wait_for_batch(&self) -> usize {
         let mut ready = self.ready.0.load(Ordering::Relaxed);
         let mut round = 0;
@@ -340,7 +341,7 @@ impl BoundedQueue {
         let mut round = 0;
         while ready < self.take_at {
             idle_wait(round);
-            round = (round + 1).min(IDLE_ROUNDS - 1);
+            round = (round + 1).min(SPIN_ROUNDS - 1);
             ready = self.ready.0.load(Ordering::Relaxed);
             let now = Instant::now();
             if ready != seen {
