@@ -313,8 +313,67 @@ fn one_thread_pool() -> Indexer {
     .expect("valid config")
 }
 
+/// Hands `copy` through the ring and waits until the consumer has taken it all.
+fn through_ring(producer: &mut Producer<'_>, copy: Vec<Event>) {
+    copy.into_iter().for_each(|event| producer.push(event));
+    producer.drain();
+}
+
+/// Hands `copy` to the pool one event per call and waits until it is applied.
+fn through_pool(pool: &Indexer, copy: Vec<Event>) {
+    copy.into_iter()
+        .for_each(|event| pool.apply_event(event).expect("the pool is alive"));
+    pool.flush().expect("the pool is alive");
+}
+
+/// The pairs asked for by `HANDOFF_PAIRS` (see [`paired`]).
+fn pairs_requested() -> Option<usize> {
+    let pairs = std::env::var("HANDOFF_PAIRS").ok()?;
+    Some(pairs.parse().expect("HANDOFF_PAIRS is a number of pairs"))
+}
+
+/// Times `pairs` iterations of the ring and of the pool (`event_pool`) alternately, one
+/// of each per pair, and prints the quartiles of each time and of the ratio within each
+/// pair: both sides then run in the same state of the machine (which cores the threads
+/// share, what else runs), which criterion, timing one subject seconds after the other,
+/// cannot promise.
+fn paired(pairs: usize, events: &[Event]) {
+    let ring = Ring::new();
+    let backend = Counting::default();
+    let pool = one_thread_pool();
+    let mut times = Vec::with_capacity(pairs);
+    std::thread::scope(|scope| {
+        let main = std::thread::current();
+        let (ring, backend) = (&ring, &backend);
+        let consumer = scope.spawn(move || consume(ring, backend, &main));
+        let mut producer = Producer::new(ring, consumer.thread().clone());
+        for _ in 0..pairs {
+            let by_ring = timed(1, events, |copy| through_ring(&mut producer, copy));
+            let by_pool = timed(1, events, |copy| through_pool(&pool, copy));
+            times.push([by_ring, by_pool].map(|time| time.as_secs_f64() * 1e3));
+        }
+        ring.stop.store(true, Ordering::SeqCst);
+        consumer.thread().unpark();
+    });
+    let quartiles = |figure: &dyn Fn(&[f64; 2]) -> f64| {
+        let mut figures: Vec<f64> = times.iter().map(figure).collect();
+        figures.sort_by(f64::total_cmp);
+        let at = |q: usize| figures[(figures.len() - 1) * q / 4];
+        format!("{:.3} {:.3} {:.3}", at(1), at(2), at(3))
+    };
+    println!(
+        "{pairs} pairs, quartiles: spsc_ring {} ms, event_pool {} ms, event_pool / spsc_ring {}",
+        quartiles(&|pair| pair[0]),
+        quartiles(&|pair| pair[1]),
+        quartiles(&|pair| pair[1] / pair[0]),
+    );
+}
+
 fn handoff(c: &mut Criterion) {
     let events = stream();
+    if let Some(pairs) = pairs_requested() {
+        return paired(pairs.max(1), &events);
+    }
     let mut group = c.benchmark_group("handoff");
     group
         .sample_size(20)
@@ -330,12 +389,7 @@ fn handoff(c: &mut Criterion) {
         let consumer = scope.spawn(move || consume(ring, backend, &main));
         let mut producer = Producer::new(ring, consumer.thread().clone());
         group.bench_function("spsc_ring", |b| {
-            b.iter_custom(|iters| {
-                timed(iters, &events, |copy| {
-                    copy.into_iter().for_each(|event| producer.push(event));
-                    producer.drain();
-                })
-            })
+            b.iter_custom(|iters| timed(iters, &events, |copy| through_ring(&mut producer, copy)))
         });
         ring.stop.store(true, Ordering::SeqCst);
         consumer.thread().unpark();
@@ -343,13 +397,7 @@ fn handoff(c: &mut Criterion) {
 
     let pool = one_thread_pool();
     group.bench_function("event_pool", |b| {
-        b.iter_custom(|iters| {
-            timed(iters, &events, |copy| {
-                copy.into_iter()
-                    .for_each(|event| pool.apply_event(event).expect("the pool is alive"));
-                pool.flush().expect("the pool is alive");
-            })
-        })
+        b.iter_custom(|iters| timed(iters, &events, |copy| through_pool(&pool, copy)))
     });
     let batched = one_thread_pool();
     group.bench_function("event_pool_apply_events", |b| {

@@ -19,17 +19,28 @@
 //! thread as it applies it; other writes and barriers beside them, by position (see
 //! [`Jobs`]). The bounds are plain counters under the same lock; the thread returns the room
 //! of applied writes when it takes its next batch (and every [`RELEASE_EVERY`] writes while a
-//! sender waits for room). Between batches the
-//! thread watches a hint the senders publish (a plain load, not the lock) through a few
-//! rounds of spinning and yielding, and takes the queue once [`TAKE_AT`] jobs have gathered,
-//! a barrier is queued or a sender waits, or as soon as anything is queued once it has
-//! stopped spinning; with nothing queued it sleeps, and a sender wakes it only then.
+//! sender waits for room). Between batches the thread watches a hint the senders publish
+//! (a plain load, not the lock): it takes the queue at once when a barrier is queued or a
+//! sender waits; otherwise it lets [`TAKE_AT`] jobs gather, or fewer once the senders pause
+//! ([`PAUSED_FOR`]) or after [`GATHER_FOR`]; with nothing queued it spins and yields a few
+//! rounds, then sleeps, and a sender wakes it only then. A sender that finds the queue full
+//! spins and yields a few rounds (the thread returns room every [`RELEASE_EVERY`] writes
+//! while a sender waits) before it sleeps until the queue has drained to half its bounds.
+//!
+//! The two sides are kept apart in memory as well as in time: the thread takes large
+//! batches, and it hands a drained vector back to the senders only once it has drained
+//! [`REUSE_DISTANCE`] bytes of events since (meanwhile the senders fill new vectors; at most
+//! [`MAX_SPARES`] drained vectors are kept). A sender that writes an event into memory the
+//! thread has just read takes each of its cache lines from the other core, and the lock
+//! released after each write waits for them: on cores that share no cache below the last
+//! level, a handoff that did so took four times as long per event as the senders alone.
 
 use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Sender};
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -50,9 +61,10 @@ enum Job {
 
 /// Applied writes an event thread returns to its queue's bounds at once, at most, while a
 /// sender waits for room (a quarter of a short queue): room comes back while a batch is
-/// applied, at one lock per this many writes. Otherwise room is returned when the thread
-/// takes its next batch.
-const RELEASE_EVERY: usize = 64;
+/// applied, at one lock per this many writes (each such lock taken from a sender that is
+/// retrying the lock as it waits). Otherwise room is returned when the thread takes its next
+/// batch.
+const RELEASE_EVERY: usize = 256;
 
 /// Rounds of waiting (spinning, then yielding) before an idle event thread sleeps.
 const IDLE_ROUNDS: u32 = 9;
@@ -64,11 +76,35 @@ const TAKE_TRIES: u32 = 64;
 /// The first idle rounds, which spin (the later ones yield the core).
 const SPIN_ROUNDS: u32 = 7;
 
-/// Jobs an event thread waits for through its spinning rounds (about a microsecond or two)
-/// before it takes them: taking a batch costs a lock the senders then have to take back, so
-/// a thread that keeps up with its senders lets a few dozen jobs gather instead of taking
-/// them one by one. Past those rounds it takes whatever is queued.
-const TAKE_AT: usize = 32;
+/// Jobs an event thread lets gather before it takes them while its senders are still
+/// queueing (see [`BoundedQueue::wait_for_batch`]). A thread that keeps up with its senders
+/// and takes a few dozen jobs at a time hands the senders back, batch after batch, vectors
+/// whose lines are still in its own caches: every event a sender writes then takes a line
+/// from the other core, and the handoff runs at a fraction of the senders' own speed. Taking
+/// a thousand or more at a time keeps the two sides apart.
+const TAKE_AT: usize = 1024;
+
+/// The senders publish the number of jobs queued (the hint) every this many jobs, so that a
+/// gathering thread sees the queue grow (a plain store, at most once per this many jobs).
+const HINT_EVERY: usize = 64;
+
+/// A gathering thread takes what is queued once the hint has not moved for this long (the
+/// senders have paused)...
+const PAUSED_FOR: Duration = Duration::from_micros(3);
+
+/// ...and at the latest this long after it began to gather.
+const GATHER_FOR: Duration = Duration::from_micros(100);
+
+/// Bytes of events an event thread drains before it hands a drained vector back to the
+/// senders (it keeps the vectors it has drained until then, [`MAX_SPARES`] at most, and
+/// gives the senders a new one meanwhile): a vector refilled sooner is still in the thread's
+/// caches, and each event a sender writes into it waits for a line from the other core.
+const REUSE_DISTANCE: usize = 768 << 10;
+
+/// Drained vectors an event thread keeps at most (the oldest is handed back when more are
+/// drained, however near): with batches of [`TAKE_AT`] jobs or more, the distance is reached
+/// first.
+const MAX_SPARES: usize = 16;
 
 /// The hint that tells an event thread to take what is queued at once: a barrier is queued, a
 /// sender waits for room, or the pool is closing.
@@ -123,15 +159,17 @@ struct OwnLines<T>(T);
 
 /// One queue: its jobs and its bounds, shared by its senders and its thread.
 ///
-/// A sender that finds the queue full waits for room; the thread wakes waiters only once the
-/// queue has drained to half its bounds, so that a woken sender can queue many writes before
-/// it waits again (one wake-up per write would cost more than applying the write). Every
-/// check and change of the counters is made under the lock, so the bounds are exact.
+/// A sender that finds the queue full waits for room: it spins and yields a few rounds, then
+/// sleeps; the thread wakes sleepers only once the queue has drained to half its bounds, so
+/// that a woken sender can queue many writes before it waits again (one wake-up per write
+/// would cost more than applying the write). Every check and change of the counters is made
+/// under the lock, so the bounds are exact.
 struct BoundedQueue {
     shared: OwnLines<Mutex<Shared>>,
     /// What an idle thread watches (a plain load) instead of taking the lock from the senders
     /// to look: 0 when nothing is queued, else the number of jobs queued when it was last
-    /// written (by a sender, under the lock, as the count reaches 1 and `take_at`), or
+    /// written (by a sender, under the lock, as the count reaches 1, each multiple of
+    /// [`HINT_EVERY`] and `take_at`), or
     /// [`URGENT`].
     ready: OwnLines<AtomicUsize>,
     /// Signalled when a job comes for an idle thread (or the pool closes).
@@ -187,7 +225,7 @@ impl BoundedQueue {
         let queued = shared.jobs.len();
         if shared.barriers > 0 {
             self.ready.0.store(URGENT, Ordering::Relaxed);
-        } else if queued == 1 || queued == self.take_at {
+        } else if queued == 1 || queued % HINT_EVERY == 0 || queued == self.take_at {
             self.ready.0.store(queued, Ordering::Relaxed);
         }
         shared.idle
@@ -209,13 +247,21 @@ impl BoundedQueue {
     /// have been queued under this very hold of the lock.
     #[inline]
     fn reserve_held(&self, shared: &mut MutexGuard<'_, Shared>, bytes: usize) -> Result<(), Error> {
+        let mut round = 0;
         while !shared.gone && !self.fits(shared, bytes) {
             shared.waiting += 1;
             self.ready.0.store(URGENT, Ordering::Relaxed);
             if shared.idle {
                 self.work.notify_one();
             }
-            self.room.wait(shared);
+            if round < IDLE_ROUNDS {
+                // The thread returns room every `release_every` writes while a sender
+                // waits: most waits end within these rounds, without a sleep and a wake-up.
+                MutexGuard::unlocked(shared, || idle_wait(round));
+                round += 1;
+            } else {
+                self.room.wait(shared);
+            }
             shared.waiting -= 1;
         }
         if shared.gone {
@@ -273,17 +319,36 @@ impl BoundedQueue {
         }
     }
 
-    /// Spins, then yields, for at most [`IDLE_ROUNDS`] rounds until the hint says a batch is
-    /// worth taking: [`BoundedQueue::take_at`] jobs or urgent while spinning, any job after.
-    /// Returns the last hint read.
+    /// Waits until the hint says a batch is worth taking: urgent, or
+    /// [`BoundedQueue::take_at`] jobs queued, or fewer once the senders have paused (the
+    /// hint has not moved for [`PAUSED_FOR`]) or after [`GATHER_FOR`], spinning meanwhile (a
+    /// yield on a busy machine can give the core away for a whole time slice). With nothing
+    /// queued it waits for a first job through [`IDLE_ROUNDS`] rounds of spinning and yielding
+    /// at most. Returns the last hint read.
     fn wait_for_batch(&self) -> usize {
         let mut ready = self.ready.0.load(Ordering::Relaxed);
-        for round in 0..IDLE_ROUNDS {
-            if ready >= self.take_at || (round >= SPIN_ROUNDS && ready > 0) {
+        let mut round = 0;
+        while ready == 0 && round < IDLE_ROUNDS {
+            idle_wait(round);
+            round += 1;
+            ready = self.ready.0.load(Ordering::Relaxed);
+        }
+        if ready == 0 || ready >= self.take_at {
+            return ready;
+        }
+        let start = Instant::now();
+        let (mut seen, mut seen_at) = (ready, start);
+        let mut round = 0;
+        while ready < self.take_at {
+            idle_wait(round);
+            round = (round + 1).min(SPIN_ROUNDS - 1);
+            ready = self.ready.0.load(Ordering::Relaxed);
+            let now = Instant::now();
+            if ready != seen {
+                (seen, seen_at) = (ready, now);
+            } else if now - seen_at >= PAUSED_FOR || now - start >= GATHER_FOR {
                 break;
             }
-            idle_wait(round);
-            ready = self.ready.0.load(Ordering::Relaxed);
         }
         ready
     }
@@ -635,9 +700,15 @@ fn apply_pending(
 fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
     let _departure = Departure(queue);
     let mut batch = Jobs::default();
+    let mut spares = Spares::default();
     let mut pending = Pending::default();
     let mut applied = Applied::default();
-    while queue.take(&mut batch, std::mem::take(&mut applied)) {
+    loop {
+        batch = spares.swap(batch);
+        if !queue.take(&mut batch, std::mem::take(&mut applied)) {
+            break;
+        }
+        spares.count(batch.events.len());
         let Jobs { events, others } = &mut batch;
         let mut others = Others::new(others);
         // Each event is moved out once, as it is applied (a run of one is applied by
@@ -678,6 +749,38 @@ fn run_thread(applier: &Applier, queue: &BoundedQueue, failed: &AtomicBool) {
         }
         apply_pending(applier, &mut pending, &mut applied, failed);
         count_applied(applier, &mut pending);
+    }
+}
+
+/// The vectors an event thread has drained and not yet handed back to its senders (see
+/// [`REUSE_DISTANCE`]), oldest first, each with the number of events the thread had drained
+/// when it was emptied.
+#[derive(Default)]
+struct Spares {
+    drained: std::collections::VecDeque<(usize, Jobs)>,
+    /// Events drained so far (wrapping).
+    events: usize,
+}
+
+impl Spares {
+    /// Keeps `emptied` (just drained) and returns the vectors for the senders to fill next:
+    /// the oldest kept, once far enough behind, else new ones.
+    fn swap(&mut self, emptied: Jobs) -> Jobs {
+        debug_assert!(emptied.is_empty());
+        let distance = REUSE_DISTANCE / std::mem::size_of::<Event>().max(1);
+        self.drained.push_back((self.events, emptied));
+        let far = |&(at, _): &(usize, Jobs)| self.events.wrapping_sub(at) >= distance;
+        if self.drained.len() > MAX_SPARES || self.drained.front().is_some_and(far) {
+            if let Some((_, jobs)) = self.drained.pop_front() {
+                return jobs;
+            }
+        }
+        Jobs::default()
+    }
+
+    /// Counts the events of a batch as drained.
+    fn count(&mut self, events: usize) {
+        self.events = self.events.wrapping_add(events);
     }
 }
 
@@ -804,6 +907,38 @@ mod tests {
 
     fn event(w: Worker, blocks: usize) -> Write {
         Write::Event(Event::stored(w, 0, None, vec![Block::new(1, 2); blocks]))
+    }
+
+    /// Jobs whose event vector has room for `events` (to tell vectors apart).
+    fn jobs_with_room(events: usize) -> Jobs {
+        Jobs {
+            events: Vec::with_capacity(events),
+            others: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_drained_vector_goes_back_to_the_senders_only_once_far_behind() {
+        let distance = REUSE_DISTANCE / std::mem::size_of::<Event>();
+        let mut spares = Spares::default();
+        assert_eq!(spares.swap(jobs_with_room(7)).events.capacity(), 0);
+        spares.count(distance - 1);
+        let refilled = spares.swap(Jobs::default());
+        assert_eq!(refilled.events.capacity(), 0, "still near: a new vector");
+        spares.count(1);
+        let refilled = spares.swap(Jobs::default());
+        assert!(
+            refilled.events.capacity() >= 7,
+            "far enough: the oldest comes back"
+        );
+
+        // However near, no more than MAX_SPARES drained vectors are kept.
+        let mut spares = Spares::default();
+        spares.swap(jobs_with_room(7));
+        for _ in 1..MAX_SPARES {
+            assert_eq!(spares.swap(Jobs::default()).events.capacity(), 0);
+        }
+        assert!(spares.swap(Jobs::default()).events.capacity() >= 7);
     }
 
     #[test]
