@@ -1,19 +1,15 @@
-//! A map from 64-bit keys (a worker's names, run ids) to small values: each key and its value
-//! side by side in one slot, found by linear probing, with a one-byte tag per slot in a
-//! dense array beside the slots.
+//! A map from 64-bit keys (a worker's names, run ids) to small values with each key and its
+//! value side by side in one slot, found by linear probing.
 //!
-//! A probe reads the tags first: 64 to a cache line, so the tags of a map too large for the
-//! caches mostly stay in them, and a key the map does not hold (every block of a new chain)
-//! is known absent without reading a slot at all. A slot is read only when its tag matches,
-//! which for a key the map holds is almost always its own: one access to memory, with the
-//! value beside the key. Removal shifts the entries after the removed one back into place,
-//! so no tombstones pile up under eviction churn.
+//! A lookup of a key the map holds costs one memory access in the common case: the slot
+//! the key hashes to holds the key to compare and the value to return, on one cache line,
+//! and the probe goes on along that line. (A map that keeps a separate array of tag bytes
+//! reads the tags first and then the entry: two dependent misses on a map too large for
+//! the caches, the usual case for a worker's names.) Removal shifts the entries after the
+//! removed one back into place, so no tombstones pile up under eviction churn.
 
 /// The key that marks an empty slot; the entry of that key itself, if any, is kept aside.
 const EMPTY: u64 = 0;
-
-/// The tag of an empty slot.
-const VACANT: u8 = 0;
 
 /// The map holds at most this fraction of its slots (then doubles): probes stay short.
 const MAX_LOAD_NUM: usize = 3;
@@ -27,8 +23,6 @@ pub(super) struct ProbeMap<V> {
     /// `(key, value)`, or `(EMPTY, V::default())` for an empty slot; empty or a power of
     /// two long.
     slots: Vec<(u64, V)>,
-    /// One per slot: [`VACANT`] for an empty one, else the key's [`tag`].
-    tags: Vec<u8>,
     /// Entries in `slots`.
     len: usize,
     /// The value of the key `EMPTY`, which cannot be kept in a slot.
@@ -42,7 +36,6 @@ impl<V> Default for ProbeMap<V> {
     fn default() -> Self {
         Self {
             slots: Vec::new(),
-            tags: Vec::new(),
             len: 0,
             empty_key: None,
         }
@@ -55,33 +48,24 @@ impl<V: Default> ProbeMap<V> {
         self.len + usize::from(self.empty_key.is_some())
     }
 
-    /// The key's hash: its high half picks the home slot, seven bits of its low half the tag.
-    #[inline]
-    fn hash(key: u64) -> u64 {
-        // Fibonacci hashing of the key folded on itself: sequential keys spread too.
-        (key ^ (key >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-
     /// The slot `key` hashes to, with `mask` the slot count minus one.
-    #[inline]
     fn home(key: u64, mask: usize) -> usize {
-        (Self::hash(key) >> 32) as usize & mask
+        // Fibonacci hashing of the key folded on itself: sequential keys spread too.
+        let mixed = (key ^ (key >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (mixed >> 32) as usize & mask
     }
 
     /// Where `key` is, if held (never called for `EMPTY`).
-    #[inline]
     fn find(&self, key: u64) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
         let mask = self.slots.len() - 1;
-        let hash = Self::hash(key);
-        let tag = tag(hash);
-        let mut at = (hash >> 32) as usize & mask;
+        let mut at = Self::home(key, mask);
         loop {
-            match self.tags[at] {
-                VACANT => return None,
-                t if t == tag && self.slots[at].0 == key => return Some(at),
+            match self.slots[at].0 {
+                k if k == key => return Some(at),
+                EMPTY => return None,
                 _ => at = (at + 1) & mask,
             }
         }
@@ -135,19 +119,14 @@ impl<V: Default> ProbeMap<V> {
         }
         // One probe: the key's slot, or the first free one.
         let mask = self.slots.len() - 1;
-        let hash = Self::hash(key);
-        let tag = tag(hash);
-        let mut at = (hash >> 32) as usize & mask;
+        let mut at = Self::home(key, mask);
         loop {
-            match self.tags[at] {
-                VACANT => break,
-                t if t == tag && self.slots[at].0 == key => {
-                    return Some(std::mem::replace(&mut self.slots[at].1, value));
-                }
+            match self.slots[at].0 {
+                k if k == key => return Some(std::mem::replace(&mut self.slots[at].1, value)),
+                EMPTY => break,
                 _ => at = (at + 1) & mask,
             }
         }
-        self.tags[at] = tag;
         self.slots[at] = (key, value);
         self.len += 1;
         None
@@ -156,12 +135,10 @@ impl<V: Default> ProbeMap<V> {
     /// Puts an entry known to be absent into its first free slot (room is there).
     fn place(&mut self, key: u64, value: V) {
         let mask = self.slots.len() - 1;
-        let hash = Self::hash(key);
-        let mut at = (hash >> 32) as usize & mask;
-        while self.tags[at] != VACANT {
+        let mut at = Self::home(key, mask);
+        while self.slots[at].0 != EMPTY {
             at = (at + 1) & mask;
         }
-        self.tags[at] = tag(hash);
         self.slots[at] = (key, value);
     }
 
@@ -179,10 +156,11 @@ impl<V: Default> ProbeMap<V> {
         let mut at = hole;
         loop {
             at = (at + 1) & mask;
-            if self.tags[at] == VACANT {
+            let next = self.slots[at].0;
+            if next == EMPTY {
                 break;
             }
-            let home = Self::home(self.slots[at].0, mask);
+            let home = Self::home(next, mask);
             let stays = if hole <= at {
                 hole < home && home <= at
             } else {
@@ -190,12 +168,10 @@ impl<V: Default> ProbeMap<V> {
             };
             if !stays {
                 self.slots.swap(hole, at);
-                self.tags.swap(hole, at);
                 hole = at;
             }
         }
         self.slots[hole].0 = EMPTY;
-        self.tags[hole] = VACANT;
         Some(value)
     }
 
@@ -211,9 +187,8 @@ impl<V: Default> ProbeMap<V> {
         }
         let fresh = (0..slots).map(|_| (EMPTY, V::default())).collect();
         let old = std::mem::replace(&mut self.slots, fresh);
-        let old_tags = std::mem::replace(&mut self.tags, vec![VACANT; slots]);
-        for ((key, value), t) in old.into_iter().zip(old_tags) {
-            if t != VACANT {
+        for (key, value) in old {
+            if key != EMPTY {
                 self.place(key, value);
             }
         }
@@ -247,13 +222,6 @@ impl<V: Default> ProbeMap<V> {
                 .map(|(_, value)| value),
         )
     }
-}
-
-/// A full slot's tag: seven bits of the key's hash that the home slot does not use, with the
-/// top bit set (never [`VACANT`]).
-#[inline]
-fn tag(hash: u64) -> u8 {
-    0x80 | (hash >> 25) as u8 & 0x7F
 }
 
 #[cfg(test)]
