@@ -5,8 +5,10 @@
 //! the key hashes to holds the key to compare and the value to return, on one cache line,
 //! and the probe goes on along that line. (A map that keeps a separate array of tag bytes
 //! reads the tags first and then the entry: two dependent misses on a map too large for
-//! the caches, the usual case for a worker's names.) Removal shifts the entries after the
-//! removed one back into place, so no tombstones pile up under eviction churn.
+//! the caches, the usual case for a worker's names.) A caller that knows the keys it will
+//! look up next prefetches their slots ([`ProbeMap::prefetch`]), so their misses overlap.
+//! Removal shifts the entries after the removed one back into place, so no tombstones pile
+//! up under eviction churn.
 
 /// The key that marks an empty slot; the entry of that key itself, if any, is kept aside.
 const EMPTY: u64 = 0;
@@ -71,7 +73,7 @@ impl<V: Default> ProbeMap<V> {
         }
     }
 
-    /// Asks the processor to bring `key`'s home tag and slot into the cache, without
+    /// Asks the processor to bring `key`'s home slot into the cache, without
     /// waiting: a later lookup or insert of it then finds them there, and several keys
     /// prefetched in a row are fetched from memory in parallel.
     #[inline]
@@ -80,7 +82,6 @@ impl<V: Default> ProbeMap<V> {
             return;
         }
         let at = Self::home(key, self.slots.len() - 1);
-        prefetch_index::prefetch_index(&self.tags, at);
         prefetch_index::prefetch_index(&self.slots, at);
     }
 

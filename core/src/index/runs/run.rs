@@ -96,9 +96,15 @@ impl RunState {
             None => (!run.is_root()
                 && hang as usize == self.locals.len()
                 && hang < MAX_RUN
-                && !self.children.contains_key(&(hang, local)))
+                && !self.child_at_end(hang, local))
             .then_some(true),
         }
+    }
+
+    /// Whether a child with first local `local` hangs at `hang`, the run's end (no child
+    /// hangs past the largest hang, [`RunState::hung_end`]: most appends look no further).
+    fn child_at_end(&self, hang: u32, local: u64) -> bool {
+        hang == self.hung_end && self.children.contains_key(&(hang, local))
     }
 
     /// The key ([`key`]) of the block after `hang` blocks of this run with local `local`, if
