@@ -209,6 +209,11 @@ impl Holders {
     pub(super) fn insert_at(&mut self, index: usize, offset: u32) -> bool {
         let held = self.held[index];
         let prefix = held.prefix();
+        if offset == prefix && self.beyond.is_none() {
+            // The common case: the prefix grows by one, and no bitset can join it.
+            self.held[index] = held.with_prefix(prefix + 1);
+            return true;
+        }
         if offset < prefix {
             return false;
         }
@@ -245,6 +250,15 @@ impl Holders {
         };
         let held = self.held[at];
         let prefix = held.prefix();
+        if offset + 1 == prefix && self.beyond.is_none() {
+            // The common case: the tail of the prefix goes, and the holder with its last.
+            if prefix == 1 {
+                self.held.remove(at);
+            } else {
+                self.held[at] = held.with_prefix(prefix - 1);
+            }
+            return true;
+        }
         let was = if offset + 1 == prefix {
             self.held[at] = held.with_prefix(prefix - 1); // the tail of the prefix: the common case
             true
