@@ -262,3 +262,86 @@ fn concurrent_flushes_and_removals_do_not_deadlock() {
         });
     }
 }
+
+/// Worker `w`'s name for the block at position `p` of the toggling test's query.
+fn toggled_name(w: u64, p: usize) -> u64 {
+    1_000 * (w + 1) + p as u64
+}
+
+/// Worker `w`'s blocks of the toggling test's query `x`, from position `from` on.
+fn toggled(x: &[u64], w: u64, from: usize) -> Vec<Block> {
+    (from..x.len())
+        .map(|p| Block::new(x[p], toggled_name(w, p)))
+        .collect()
+}
+
+/// Several writers change their own workers at once while readers query: each worker
+/// toggles between holding 6 and 12 blocks of the query (its tail removed name by name from
+/// the end, then stored again), never anything else between events and never none, so every
+/// answer names every worker exactly once, at 6 or 12. Readers start while several changes
+/// are in progress and meet changes begun during their search (the change log's paths).
+#[test]
+fn readers_see_each_of_several_writers_workers_at_a_depth_it_had() {
+    const WORKERS: u64 = 6;
+    const TOGGLES: u64 = 300;
+    for (name, config) in configs() {
+        with_watchdog(120, move || {
+            let indexer = Arc::new(Indexer::new(config).unwrap());
+            let x = locals(7, 12);
+            for w in 0..WORKERS {
+                let event = Event::stored(Worker::new(w, 0), 0, None, toggled(&x, w, 0));
+                indexer.apply_event(event).unwrap();
+            }
+            indexer.flush().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (indexer, stop, x) = (Arc::clone(&indexer), Arc::clone(&stop), x.clone());
+                    std::thread::spawn(move || {
+                        let mut out = Vec::new();
+                        let mut calls = 0u64;
+                        while !stop.load(Ordering::Relaxed) || calls < 100 {
+                            indexer.find_matches_into(&x, &mut out);
+                            let mut seen: Vec<u64> = out.iter().map(|m| m.worker_id).collect();
+                            seen.sort_unstable();
+                            assert_eq!(seen, (0..WORKERS).collect::<Vec<_>>(), "{out:?}");
+                            assert!(out.iter().all(|m| m.depth == 6 || m.depth == 12), "{out:?}");
+                            calls += 1;
+                        }
+                    })
+                })
+                .collect();
+            let writers: Vec<_> = (0..3u64)
+                .map(|t| {
+                    let (indexer, x) = (Arc::clone(&indexer), x.clone());
+                    std::thread::spawn(move || {
+                        for toggle in 1..=TOGGLES {
+                            for w in [2 * t, 2 * t + 1] {
+                                let worker = Worker::new(w, 0);
+                                let tail = (6..12).rev().map(|p| toggled_name(w, p)).collect();
+                                indexer
+                                    .apply_event(Event::removed(worker, toggle, tail))
+                                    .unwrap();
+                                let parent = Some(toggled_name(w, 5));
+                                let again =
+                                    Event::stored(worker, toggle, parent, toggled(&x, w, 6));
+                                indexer.apply_event(again).unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            indexer.flush().unwrap();
+            stop.store(true, Ordering::Relaxed);
+            for reader in readers {
+                reader.join().unwrap();
+            }
+            let mut got = indexer.find_matches(&x);
+            got.sort_by_key(|m| m.worker_id);
+            assert!(got.iter().all(|m| m.depth == 12), "{name}: {got:?}");
+        });
+    }
+}
