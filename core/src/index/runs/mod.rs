@@ -118,7 +118,8 @@ impl WorkerBlocks for RunsIndex {
         &mut state.tiers
     }
 
-    /// Prefetches the name-map entries of the event's names (the first [`WARM_NAMES`] of them; the rest of a removal's are warmed as it goes).
+    /// Prefetches the name-map entries of the event's names: the first [`WARM_NAMES`] of
+    /// them (a removal warms the rest as it goes).
     fn warm(&self, state: &WorkerState, data: &EventData) {
         let names = match data {
             EventData::Removed { seq_hashes, .. } => &seq_hashes[..],
