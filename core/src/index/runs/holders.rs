@@ -175,14 +175,9 @@ impl Holders {
 
     fn holder_at(&self, at: usize) -> Holder<'_> {
         let held = self.held[at];
-        let beyond = if self.beyond.is_some() {
-            self.beyond_of(held.slot())
-        } else {
-            &[]
-        };
         Holder {
             prefix: held.prefix(),
-            beyond,
+            beyond: self.beyond_of(held.slot()),
         }
     }
 
@@ -209,11 +204,6 @@ impl Holders {
     pub(super) fn insert_at(&mut self, index: usize, offset: u32) -> bool {
         let held = self.held[index];
         let prefix = held.prefix();
-        if offset == prefix && self.beyond.is_none() {
-            // The common case: the prefix grows by one, and no bitset can join it.
-            self.held[index] = held.with_prefix(prefix + 1);
-            return true;
-        }
         if offset < prefix {
             return false;
         }
@@ -250,19 +240,16 @@ impl Holders {
         };
         let held = self.held[at];
         let prefix = held.prefix();
-        if offset + 1 == prefix && self.beyond.is_none() {
-            // The common case: the tail of the prefix goes, and the holder with its last.
-            if prefix == 1 {
+        if offset + 1 == prefix {
+            // The tail of the prefix, the common case: the holder goes with its last offset.
+            if prefix == 1 && self.beyond_of(slot).is_empty() {
                 self.held.remove(at);
             } else {
                 self.held[at] = held.with_prefix(prefix - 1);
             }
             return true;
         }
-        let was = if offset + 1 == prefix {
-            self.held[at] = held.with_prefix(prefix - 1); // the tail of the prefix: the common case
-            true
-        } else if offset < prefix {
+        let was = if offset < prefix {
             // A hole inside the prefix: what follows it moves to the bitset.
             let bits = self.beyond_mut(slot);
             let (last_word, _) = split(prefix - 1);
