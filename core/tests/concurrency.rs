@@ -6,6 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::configs;
@@ -79,6 +80,24 @@ fn sane(matches: &[Match], query_len: usize) {
         .all(|m| m.depth >= 1 && m.depth as usize <= query_len));
 }
 
+/// Joins the writers, waits until what they submitted is applied, then stops the readers,
+/// each of which must have made at least 100 calls.
+fn finish(
+    indexer: &Indexer,
+    writers: Vec<JoinHandle<()>>,
+    stop: &AtomicBool,
+    readers: Vec<JoinHandle<u64>>,
+) {
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    indexer.flush().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.join().unwrap() >= 100);
+    }
+}
+
 fn readers_during_writes(config: Config) {
     let indexer = Arc::new(Indexer::new(config).unwrap());
     let workers: Vec<Worker> = (0..6).map(|i| Worker::new(i / 2, (i % 2) as u32)).collect();
@@ -120,14 +139,7 @@ fn readers_during_writes(config: Config) {
             })
         })
         .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
-    indexer.flush().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for r in readers {
-        assert!(r.join().unwrap() >= 100);
-    }
+    finish(&indexer, writers, &stop, readers);
 
     // Exact after flush: replay the same per-worker streams into the reference model.
     let reference = ReferenceIndex::new();
@@ -308,6 +320,7 @@ fn readers_see_each_of_several_writers_workers_at_a_depth_it_had() {
                             assert!(out.iter().all(|m| m.depth == 6 || m.depth == 12), "{out:?}");
                             calls += 1;
                         }
+                        calls
                     })
                 })
                 .collect();
@@ -331,14 +344,7 @@ fn readers_see_each_of_several_writers_workers_at_a_depth_it_had() {
                     })
                 })
                 .collect();
-            for writer in writers {
-                writer.join().unwrap();
-            }
-            indexer.flush().unwrap();
-            stop.store(true, Ordering::Relaxed);
-            for reader in readers {
-                reader.join().unwrap();
-            }
+            finish(&indexer, writers, &stop, readers);
             let mut got = indexer.find_matches(&x);
             got.sort_by_key(|m| m.worker_id);
             assert!(got.iter().all(|m| m.depth == 12), "{name}: {got:?}");

@@ -71,11 +71,16 @@ pub(crate) struct Begun {
 }
 
 impl ChangeLog {
+    /// The entry change `change` uses.
+    fn entry_of(&self, change: u64) -> &AtomicU64 {
+        &self.recent.0[change as usize % RECENT]
+    }
+
     /// Counts a change of `slot` as begun, and logs its slot, before it changes anything
     /// readers see.
     pub(crate) fn begin(&self, slot: u32) -> Begun {
         let change = self.counts.begun.fetch_add(1, Ordering::AcqRel);
-        self.recent.0[change as usize % RECENT]
+        self.entry_of(change)
             .store(entry(change, slot, false), Ordering::Relaxed);
         // What the change writes next is ordered after the count and the entry for a reader
         // that reads it and then fences.
@@ -86,7 +91,7 @@ impl ChangeLog {
     /// Marks a change ended (in its entry, unless a later change uses it already), after
     /// everything it changed, then counts it.
     pub(crate) fn end(&self, begun: Begun) {
-        let _ = self.recent.0[begun.change as usize % RECENT].compare_exchange(
+        let _ = self.entry_of(begun.change).compare_exchange(
             entry(begun.change, begun.slot, false),
             entry(begun.change, begun.slot, true),
             Ordering::Release,
@@ -116,7 +121,7 @@ impl ChangeLog {
         }
         let mut found = 0;
         for change in (begun.saturating_sub(RECENT as u64)..begun).rev() {
-            let logged = self.recent.0[change as usize % RECENT].load(Ordering::Acquire);
+            let logged = self.entry_of(change).load(Ordering::Acquire);
             if !is_of(logged, change) {
                 return None; // not written yet, or reused: this change's slot is unknown
             }
@@ -148,7 +153,7 @@ impl ChangeLog {
             return false;
         }
         for change in start.begun..now {
-            let logged = self.recent.0[change as usize % RECENT].load(Ordering::Relaxed);
+            let logged = self.entry_of(change).load(Ordering::Relaxed);
             if !is_of(logged, change) {
                 return false;
             }

@@ -548,8 +548,9 @@ trait ReadAgain {
     fn read_again(&self, slot: u32, local_hashes: &[u64], out: &mut Vec<Match>);
 }
 
-/// The most slots a search that started quiet and met changes reads again one by one (more,
-/// and the whole read starts over with the versions of every holder noted first).
+/// The most slots the change log may name for a read to keep its search and read those
+/// slots again one by one (more, and the read starts over with the versions of every holder
+/// noted first).
 const READ_AGAIN_SLOTS: usize = 8;
 
 /// Lock-free re-reads of one slot before falling back to its worker's lock.

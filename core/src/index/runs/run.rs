@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Weak};
 
+use parking_lot::RwLock;
+
 use super::children::Children;
 use super::holders::Holders;
-use parking_lot::RwLock;
 
 /// The longest a run grows; a chain goes on in a child run. Offsets fit in [`OFFSET_BITS`].
 pub(super) const MAX_RUN: u32 = 1 << OFFSET_BITS;
