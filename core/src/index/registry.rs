@@ -141,6 +141,11 @@ impl Touches {
 }
 
 impl SlotInfo {
+    /// The odd version the slot's next change gives it (read by the slot's one writer).
+    fn next_change(&self) -> u64 {
+        self.hot.version.load(Ordering::Relaxed) + 1
+    }
+
     /// Marks the start of a change: the version becomes odd (a removal touches everything).
     ///
     /// Only the slot's one writer moves its version (the worker's lock holder, or whoever
@@ -278,8 +283,9 @@ impl<S: Default> Registry<S> {
         };
         let mut guard: MutexGuard<'_, Entry<S>> = entry.lock();
         // The version stays odd until the slot is given to another worker.
-        let begun = self.changes.begin(guard.slot);
-        self.info(guard.slot).begin_change(true);
+        let info = self.info(guard.slot);
+        let begun = self.changes.begin(guard.slot, info.next_change());
+        info.begin_change(true);
         purge(&mut guard);
         guard.removed = true;
         self.info(guard.slot).free.store(true, Ordering::Release);
@@ -295,7 +301,7 @@ impl<S: Default> Registry<S> {
         change: impl FnOnce(&mut S, u32) -> R,
     ) -> R {
         let info = self.info(entry.slot);
-        let begun = self.changes.begin(entry.slot);
+        let begun = self.changes.begin(entry.slot, info.next_change());
         info.begin_change(false);
         let result = change(&mut entry.state, entry.slot);
         info.end_change();

@@ -35,13 +35,19 @@
 //! progress and none began meanwhile, that search saw one stable state. Otherwise, if the
 //! log names the slots of the changes in progress at the start and of those begun since (a
 //! few, among its latest entries), what the search found for every other slot stands, since
-//! a change moves only its own worker's blocks, and the named slots are read again on their
-//! own as in step 4. When the log cannot name them, the read takes the four steps.
+//! a change moves only its own worker's blocks. The log names each of those changes with the
+//! slot version it gives, so for a named slot the search found, the reader knows the first
+//! change it met: if that change and the slot's later ones touched no block of the query
+//! within the search's reach (as in step 4), what the search found stands too; otherwise the
+//! slot is read again on its own as in step 4. A named slot the search did not find held no
+//! prefix of the query when the search read it. When the log cannot name them, the read
+//! takes the four steps.
 //!
 //! So each worker is reported with its exact depth at some instant during the call, a worker
 //! left out held no prefix of the query at some instant during the call (at step 1, step 3,
 //! or when it was removed), and no worker is reported twice.
 
+use super::change_log::Named;
 use super::registry::{Entry, Registry, SlotInfo};
 use super::tiers::{TierDepths, TierRemoval, WorkerTiers};
 use super::Backend;
@@ -286,21 +292,13 @@ impl<B: WorkerBlocks> Backend for B {
                     return;
                 }
                 if registry.changes.slots_begun(start, now, &mut s.changed) {
+                    // Each slot once, with the version of its first change met.
                     s.changed.sort_unstable();
-                    s.changed.dedup();
+                    s.changed.dedup_by_key(|named| named.slot);
                     if s.changed.len() <= READ_AGAIN_SLOTS && out.len() == s.found.len() {
                         #[cfg(test)]
                         tests::at_step(tests::ReadStep::ChangesNamed);
-                        // `found` and `out` are in step (every depth found is above 0).
-                        let mut at = 0;
-                        out.retain(|_| {
-                            let slot = s.found[at].0;
-                            at += 1;
-                            s.changed.binary_search(&slot).is_err()
-                        });
-                        for &slot in &s.changed {
-                            self.read_again(slot, local_hashes, out);
-                        }
+                        self.check_named(local_hashes, s, out);
                         sort_matches(out);
                         return;
                     }
@@ -543,9 +541,17 @@ trait RemoveOne: WorkerBlocks {
 
 impl<B: WorkerBlocks> RemoveOne for B {}
 
-/// Step 4 for a slot that changed during the search: its depth at some instant now.
+/// The slots that changed during a search: which of them keep what it found, and the depth
+/// of the others at some instant now (step 4).
 trait ReadAgain {
     fn read_again(&self, slot: u32, local_hashes: &[u64], out: &mut Vec<Match>);
+
+    /// The named path's last step: of the slots whose changes a search met (`s.changed`,
+    /// each with the version of its first such change), those the changes touched no block
+    /// of the query within the search's reach keep what the search found; the others are
+    /// read again. A named slot the search did not find needs nothing: the search read it
+    /// holding no prefix of the query, at an instant during the call.
+    fn check_named(&self, local_hashes: &[u64], s: &mut ReadScratch, out: &mut Vec<Match>);
 }
 
 /// The most slots the change log may name for a read to keep its search and read those
@@ -557,11 +563,42 @@ const READ_AGAIN_SLOTS: usize = 8;
 const REREADS: usize = 3;
 
 impl<B: WorkerBlocks> ReadAgain for B {
+    fn check_named(&self, local_hashes: &[u64], s: &mut ReadScratch, out: &mut Vec<Match>) {
+        let registry = self.registry();
+        // No search reads past the query's last position.
+        let last_position = (local_hashes.len() - 1).min(u32::MAX as usize) as u32;
+        s.retry.clear();
+        // `found` and `out` are in step (every depth found is above 0).
+        let mut at = 0;
+        out.retain(|_| {
+            let (slot, depth) = s.found[at];
+            at += 1;
+            let Ok(named) = s.changed.binary_search_by_key(&slot, |named| named.slot) else {
+                return true;
+            };
+            let reach = self.read_reach(depth).min(last_position);
+            let first = s.changed[named].version;
+            if registry
+                .owner_if_untouched(slot, first, local_hashes, reach)
+                .is_some()
+            {
+                return true;
+            }
+            s.retry.push(slot);
+            false
+        });
+        for &slot in &s.retry {
+            self.read_again(slot, local_hashes, out);
+        }
+    }
+
     /// Reports the slot's current worker with its exact depth now. If the slot is free, the
     /// worker that held it at step 1 has been removed since (depth 0 at that instant), and
     /// nothing is reported; if it went to another worker, the same holds for the old one and
     /// the new one is reported like any other. A worker already in `out` is not added again.
     fn read_again(&self, slot: u32, local_hashes: &[u64], out: &mut Vec<Match>) {
+        #[cfg(test)]
+        tests::at_step(tests::ReadStep::ReadAgain);
         let registry = self.registry();
         // First without waiting: a change in progress that has not touched the positions
         // this read reaches (up to the depth found, where it misses) leaves them as they were.
@@ -609,8 +646,8 @@ fn push_unique(out: &mut Vec<Match>, worker: Worker, depth: usize) {
 #[derive(Default)]
 struct ReadScratch {
     slots: Vec<u32>,
-    /// The slots of the changes in progress when a search started or begun during it.
-    changed: Vec<u32>,
+    /// The changes in progress when a search started or begun during it.
+    changed: Vec<Named>,
     /// Indexed by slot: `(query stamp, version)` noted at step 2 of the query with that stamp.
     noted: Vec<(u32, u64)>,
     stamp: u32,
@@ -697,6 +734,8 @@ pub(crate) mod tests {
         /// In that path, once the changes the search met (in progress at its start or begun
         /// since) are known by their slots, before those slots are read again.
         ChangesNamed,
+        /// A slot about to be read again on its own (in either path).
+        ReadAgain,
         Snapshotted,
         Searched,
     }
@@ -713,7 +752,12 @@ pub(crate) mod tests {
     pub(crate) fn quiet_path_allowed() -> bool {
         matches!(
             HOOK_STEP.with(|s| s.get()),
-            None | Some(ReadStep::Quiet | ReadStep::QuietChecked | ReadStep::ChangesNamed)
+            None | Some(
+                ReadStep::Quiet
+                    | ReadStep::QuietChecked
+                    | ReadStep::ChangesNamed
+                    | ReadStep::ReadAgain
+            )
         )
     }
 
@@ -852,7 +896,8 @@ pub(crate) mod tests {
             apply(&*index, chain(W2, &X[..5], 200));
             apply(&*index, chain(W3, &y, 300));
             // During the search W2 gets the rest of X and W3 goes: W1 stands as found,
-            // W2 is read again (all of X), W3 never held X.
+            // W2 is read again (all of X: its change touched X at position 5), W3 never held
+            // a prefix of X and is not read again.
             let (got, steps) = query_recording(&index, &X, ReadStep::Quiet, |ix| {
                 let rest = (5..12).map(|p| Block::new(X[p], 200 + p as u64)).collect();
                 apply(ix, Event::stored(W2, 1, Some(204), rest));
@@ -861,7 +906,7 @@ pub(crate) mod tests {
             assert_eq!(got, vec![at(W1, 12), at(W2, 12)], "{name}");
             assert_eq!(
                 steps,
-                vec![ReadStep::Quiet, ReadStep::ChangesNamed],
+                vec![ReadStep::Quiet, ReadStep::ChangesNamed, ReadStep::ReadAgain],
                 "{name}: the changes were named, and the read did not start over"
             );
             // More changes than the log keeps: the read starts over, with the same answer.
@@ -881,7 +926,44 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_change_in_progress_when_a_read_starts_is_read_again_alone() {
+    fn a_slot_whose_changes_met_touched_the_query_is_read_again_even_if_the_last_did_not() {
+        let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
+        for (name, index) in backends() {
+            apply(&*index, chain(W1, &X, 100));
+            apply(&*index, chain(W2, &X[..5], 200));
+            // During the search W2 first gets the rest of X, then a chain off X: the first
+            // change touched X, so W2 is read again.
+            let y = y.clone();
+            let (got, steps) = query_recording(&index, &X, ReadStep::Quiet, move |ix| {
+                let rest = (5..12).map(|p| Block::new(X[p], 200 + p as u64)).collect();
+                apply(ix, Event::stored(W2, 1, Some(204), rest));
+                apply(ix, chain(W2, &y, 900));
+            });
+            assert_eq!(got, vec![at(W1, 12), at(W2, 12)], "{name}");
+            assert_eq!(
+                steps,
+                vec![ReadStep::Quiet, ReadStep::ChangesNamed, ReadStep::ReadAgain],
+                "{name}"
+            );
+            // Only changes off X: nobody is read again.
+            let (got, steps) = query_recording(&index, &X, ReadStep::Quiet, move |ix| {
+                let z: Vec<u64> = X.iter().map(|l| l + 5000).collect();
+                apply(ix, chain(W2, &z, 1900));
+                apply(ix, chain(W1, &z, 2900));
+            });
+            assert_eq!(got, vec![at(W1, 12), at(W2, 12)], "{name}");
+            assert_eq!(
+                steps,
+                vec![ReadStep::Quiet, ReadStep::ChangesNamed],
+                "{name}"
+            );
+        }
+    }
+
+    /// A query of X while W2 (holding X's first 5 blocks, W1 all of X) has a change in
+    /// progress that records a touch at `touch` (position, local) and changes nothing else:
+    /// the answer and the read's steps (the read takes the named path).
+    fn read_during_open_change(touch: Option<(u32, u64)>) -> (Vec<Match>, Vec<ReadStep>) {
         use std::sync::Barrier;
         let index = Arc::new(RunsIndex::new());
         let as_backend: Arc<dyn Backend> = index.clone();
@@ -894,7 +976,10 @@ pub(crate) mod tests {
             std::thread::spawn(move || {
                 let registry = index.registry();
                 registry.with_worker(W2, false, |entry| {
-                    registry.change(entry, |_, _| {
+                    registry.change(entry, |_, slot| {
+                        if let Some((position, local)) = touch {
+                            registry.touch(slot, position, local);
+                        }
                         opened.wait();
                         answered.wait(); // the read runs while this change is open
                     })
@@ -902,11 +987,49 @@ pub(crate) mod tests {
             })
         };
         opened.wait();
-        let (got, steps) = query_recording(&as_backend, &X, ReadStep::Quiet, |_| {});
-        answered.wait();
+        // A slot read again whose change touched what it reads waits for the change to
+        // end: the change ends then, or once the read has returned.
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let release = {
+            let (answered, released) = (answered.clone(), released.clone());
+            move |_: &dyn Backend| {
+                released.store(true, std::sync::atomic::Ordering::Relaxed);
+                answered.wait();
+            }
+        };
+        let read = query_recording(&as_backend, &X, ReadStep::ReadAgain, release);
+        if !released.load(std::sync::atomic::Ordering::Relaxed) {
+            answered.wait();
+        }
         writer.join().unwrap();
-        assert_eq!(got, vec![at(W1, 12), at(W2, 5)]);
-        assert_eq!(steps, vec![ReadStep::Quiet, ReadStep::ChangesNamed]);
+        read
+    }
+
+    #[test]
+    fn a_change_in_progress_when_a_read_starts_is_named_and_checked_alone() {
+        let expected = vec![at(W1, 12), at(W2, 5)];
+        // The change touched W2's blocks elsewhere (another block at position 3, a block
+        // past where the search met W2's end): what the search found for W2 stands.
+        for touch in [None, Some((3, 999)), Some((6, X[6]))] {
+            let (got, steps) = read_during_open_change(touch);
+            assert_eq!(got, expected, "{touch:?}");
+            assert_eq!(
+                steps,
+                vec![ReadStep::Quiet, ReadStep::ChangesNamed],
+                "{touch:?}: W2 is not read again"
+            );
+        }
+        // A touch of a block of X the search read about W2 (up to position 5, where it
+        // found W2's end): W2 alone is read again.
+        for touch in [(0, X[0]), (5, X[5])] {
+            let (got, steps) = read_during_open_change(Some(touch));
+            assert_eq!(got, expected, "{touch:?}");
+            assert_eq!(
+                steps,
+                vec![ReadStep::Quiet, ReadStep::ChangesNamed, ReadStep::ReadAgain],
+                "{touch:?}"
+            );
+        }
     }
 
     #[test]
