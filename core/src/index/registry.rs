@@ -60,8 +60,11 @@ struct ChangedFields {
     blocks: AtomicU64,
 }
 
-/// Touch records a slot keeps: its latest touches, over however many changes they span.
-const TOUCH_RECORDS: usize = 8;
+/// Touch records a slot keeps: its latest touches, over however many changes they span. As
+/// many as the most events applied as one change (`applier::MAX_RUN`), so a change of
+/// single-block events can be checked by readers without being waited for.
+const TOUCH_RECORDS: usize = 16;
+const _: () = assert!(TOUCH_RECORDS >= crate::applier::MAX_RUN);
 
 /// The position a record gives a removal: it touches every block.
 const EVERYTHING: u32 = u32::MAX;
