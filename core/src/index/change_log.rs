@@ -3,7 +3,7 @@
 //!
 //! A reader starts when no change is in progress, or when the log names the slots of the
 //! few that are ([`ChangeLog::start`]); it reads, then asks which changes began meanwhile
-//! ([`ChangeLog::begun_now`], [`ChangeLog::slots_begun`]). A change of one worker moves only
+//! ([`ChangeLog::begun_now`], [`ChangeLog::changes_begun`]). A change of one worker moves only
 //! that worker's blocks, so what the reader found for every slot the log did not name holds,
 //! and only the named slots need checking again: each is named with the slot version its
 //! change has, from which the reader asks what that change and the slot's later ones
@@ -194,7 +194,7 @@ impl ChangeLog {
     /// [`ChangeLog::begun_now`]), in order; false if the log cannot name them all (more
     /// than [`RECENT`], or an entry not yet written or already reused), and then `out` is
     /// to be ignored.
-    pub(crate) fn slots_begun(&self, start: Start, now: u64, out: &mut Vec<Named>) -> bool {
+    pub(crate) fn changes_begun(&self, start: Start, now: u64, out: &mut Vec<Named>) -> bool {
         if now - start.begun > RECENT as u64 {
             return false;
         }
@@ -228,11 +228,11 @@ mod tests {
         let mut out = Vec::new();
         let start = log.start(&mut out).expect("nothing in progress");
         assert!(out.is_empty());
-        assert!(log.slots_begun(start, log.begun_now(), &mut out) && out.is_empty());
+        assert!(log.changes_begun(start, log.begun_now(), &mut out) && out.is_empty());
         for (slot, version) in [(7, 1), (3, 5), (7, 3)] {
             change(&log, slot, version);
         }
-        assert!(log.slots_begun(start, log.begun_now(), &mut out));
+        assert!(log.changes_begun(start, log.begun_now(), &mut out));
         assert_eq!(out, vec![named(7, 1), named(3, 5), named(7, 3)]);
         // More changes than the log keeps: it cannot name them.
         let start = log.start(&mut out).unwrap();
@@ -240,13 +240,13 @@ mod tests {
             change(&log, slot, 2 * u64::from(slot) + 1);
         }
         out.clear();
-        assert!(!log.slots_begun(start, log.begun_now(), &mut out));
+        assert!(!log.changes_begun(start, log.begun_now(), &mut out));
         // The latest RECENT still can be named.
         let latest = Start {
             begun: log.begun_now() - RECENT as u64,
         };
         out.clear();
-        assert!(log.slots_begun(latest, log.begun_now(), &mut out));
+        assert!(log.changes_begun(latest, log.begun_now(), &mut out));
         let expected: Vec<Named> = (1..=RECENT as u32)
             .map(|slot| named(slot, 2 * u64::from(slot) + 1))
             .collect();
@@ -256,7 +256,7 @@ mod tests {
             begun: log.begun_now(),
         };
         out.clear();
-        assert!(!log.slots_begun(ahead, log.begun_now() + 1, &mut out));
+        assert!(!log.changes_begun(ahead, log.begun_now() + 1, &mut out));
     }
 
     #[test]
@@ -297,10 +297,10 @@ mod tests {
         entry
             .tagged
             .store(tagged(0, 4, false) | WRITING, Ordering::Relaxed);
-        assert!(!log.slots_begun(start, log.begun_now(), &mut out));
+        assert!(!log.changes_begun(start, log.begun_now(), &mut out));
         entry.tagged.store(tagged(0, 4, true), Ordering::Relaxed);
         out.clear();
-        assert!(log.slots_begun(start, log.begun_now(), &mut out));
+        assert!(log.changes_begun(start, log.begun_now(), &mut out));
         assert_eq!(out, vec![named(4, 7)]);
     }
 }

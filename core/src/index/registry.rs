@@ -291,7 +291,7 @@ impl<S: Default> Registry<S> {
         info.begin_change(true);
         purge(&mut guard);
         guard.removed = true;
-        self.info(guard.slot).free.store(true, Ordering::Release);
+        info.free.store(true, Ordering::Release);
         self.changes.end(begun);
         self.free_slots.lock().push(guard.slot);
     }

@@ -291,7 +291,7 @@ impl<B: WorkerBlocks> Backend for B {
                     sort_matches(out);
                     return;
                 }
-                if registry.changes.slots_begun(start, now, &mut s.changed) {
+                if registry.changes.changes_begun(start, now, &mut s.changed) {
                     // Each slot once, with the version of its first change met.
                     s.changed.sort_unstable();
                     s.changed.dedup_by_key(|named| named.slot);
@@ -325,15 +325,13 @@ impl<B: WorkerBlocks> Backend for B {
             #[cfg(test)]
             tests::at_step(tests::ReadStep::Searched);
             // Step 4.
-            let last_position = (local_hashes.len() - 1).min(u32::MAX as usize) as u32;
             s.retry.clear();
             for at in 0..s.found.len() {
                 let (slot, depth) = s.found[at];
                 let Some(version) = s.noted(slot) else {
                     continue; // not a holder of the first block at step 1
                 };
-                // No search reads past the query's last position.
-                let reach = self.read_reach(depth).min(last_position);
+                let reach = self.search_reach(local_hashes, depth);
                 let owner = registry
                     .owner_if_unchanged(slot, version)
                     .or_else(|| registry.owner_if_untouched(slot, version, local_hashes, reach));
@@ -546,6 +544,11 @@ impl<B: WorkerBlocks> RemoveOne for B {}
 trait ReadAgain {
     fn read_again(&self, slot: u32, local_hashes: &[u64], out: &mut Vec<Match>);
 
+    /// The highest position of the query (`local_hashes`, not empty) a search may have read
+    /// about a slot it found at `depth`: [`WorkerBlocks::read_reach`], and no search reads
+    /// past the query's last position.
+    fn search_reach(&self, local_hashes: &[u64], depth: u32) -> u32;
+
     /// The named path's last step: of the slots whose changes a search met (`s.changed`,
     /// each with the version of its first such change), those the changes touched no block
     /// of the query within the search's reach keep what the search found; the others are
@@ -563,10 +566,13 @@ const READ_AGAIN_SLOTS: usize = 8;
 const REREADS: usize = 3;
 
 impl<B: WorkerBlocks> ReadAgain for B {
+    fn search_reach(&self, local_hashes: &[u64], depth: u32) -> u32 {
+        let last_position = (local_hashes.len() - 1).min(u32::MAX as usize) as u32;
+        self.read_reach(depth).min(last_position)
+    }
+
     fn check_named(&self, local_hashes: &[u64], s: &mut ReadScratch, out: &mut Vec<Match>) {
         let registry = self.registry();
-        // No search reads past the query's last position.
-        let last_position = (local_hashes.len() - 1).min(u32::MAX as usize) as u32;
         s.retry.clear();
         // `found` and `out` are in step (every depth found is above 0).
         let mut at = 0;
@@ -576,7 +582,7 @@ impl<B: WorkerBlocks> ReadAgain for B {
             let Ok(named) = s.changed.binary_search_by_key(&slot, |named| named.slot) else {
                 return true;
             };
-            let reach = self.read_reach(depth).min(last_position);
+            let reach = self.search_reach(local_hashes, depth);
             let first = s.changed[named].version;
             if registry
                 .owner_if_untouched(slot, first, local_hashes, reach)
@@ -989,16 +995,14 @@ pub(crate) mod tests {
         opened.wait();
         // A slot read again whose change touched what it reads waits for the change to
         // end: the change ends then, or once the read has returned.
-        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let release = {
-            let (answered, released) = (answered.clone(), released.clone());
+            let answered = answered.clone();
             move |_: &dyn Backend| {
-                released.store(true, std::sync::atomic::Ordering::Relaxed);
                 answered.wait();
             }
         };
         let read = query_recording(&as_backend, &X, ReadStep::ReadAgain, release);
-        if !released.load(std::sync::atomic::Ordering::Relaxed) {
+        if !read.1.contains(&ReadStep::ReadAgain) {
             answered.wait();
         }
         writer.join().unwrap();
