@@ -12,7 +12,8 @@ use crate::predictions::Predictions;
 /// Consecutive events of one worker applied as one change at most ([`Applier::apply_run`]):
 /// one lock of the worker and one change of its slot for several events. A reader that meets
 /// the change in progress waits for it only if it touched a block the reader read, and then
-/// for a few events only; a run of single-name removals fits the slot's touch records.
+/// for the event in progress only (the change ends there for a waiting reader); a run of
+/// single-name removals fits the slot's touch records.
 pub(crate) const MAX_RUN: usize = 16;
 
 /// Consecutive events of one worker gathered to be applied as one change

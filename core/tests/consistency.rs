@@ -22,6 +22,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use common::{configs, reference_indexer};
 use kvidx::{Block, Event, Indexer, Tier, Worker, Write};
@@ -301,12 +302,46 @@ fn run(
     checked.load(Ordering::Relaxed)
 }
 
-/// Writes per configuration: `KVIDX_CONSISTENCY_WRITES` (default 1500).
-fn writes() -> usize {
-    std::env::var("KVIDX_CONSISTENCY_WRITES")
+/// A count from the environment variable `var`, or `default`.
+fn count_from_env(var: &str, default: usize) -> usize {
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1500)
+        .unwrap_or(default)
+}
+
+/// Writes per configuration: `KVIDX_CONSISTENCY_WRITES` (default 1500).
+fn writes() -> usize {
+    count_from_env("KVIDX_CONSISTENCY_WRITES", 1500)
+}
+
+/// Two reader threads that call `ask` until `done` is set, counting each call in `asked` (a
+/// reader that finds a fault panics: its panic is reported when it is joined).
+fn spawn_readers(
+    done: &Arc<AtomicBool>,
+    asked: &Arc<AtomicUsize>,
+    ask: impl Fn() + Clone + Send + 'static,
+) -> Vec<JoinHandle<()>> {
+    (0..2)
+        .map(|_| {
+            let (done, asked, ask) = (Arc::clone(done), Arc::clone(asked), ask.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Acquire) {
+                    ask();
+                    asked.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect()
+}
+
+/// Waits until the readers' counter `count` moves (or a reader has stopped on a fault), so
+/// that the writer and the readers interleave.
+fn wait_for_a_reader(count: &AtomicUsize, readers: &[JoinHandle<()>]) {
+    let before = count.load(Ordering::SeqCst);
+    while count.load(Ordering::SeqCst) == before && !readers.iter().any(|r| r.is_finished()) {
+        std::thread::yield_now();
+    }
 }
 
 #[test]
@@ -335,10 +370,7 @@ fn every_tiered_answer_during_tier_churn_is_one_each_worker_had() {
 
 /// Rounds of the offload test: `KVIDX_OFFLOAD_ROUNDS` (default 3000).
 fn offload_rounds() -> usize {
-    std::env::var("KVIDX_OFFLOAD_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3000)
+    count_from_env("KVIDX_OFFLOAD_ROUNDS", 3000)
 }
 
 /// A worker whose blocks only ever live on the host: one thread stores its chain there and
@@ -354,30 +386,26 @@ fn offloaded_blocks_never_appear_on_the_device_while_dropped() {
         let indexer = Arc::new(Indexer::new(config).expect("valid config"));
         let done = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(AtomicUsize::new(0));
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let (indexer, done, seen, chain) = (
-                    Arc::clone(&indexer),
-                    Arc::clone(&done),
-                    Arc::clone(&seen),
-                    chain.clone(),
-                );
-                let name = name.clone();
-                std::thread::spawn(move || {
-                    while !done.load(Ordering::Acquire) {
-                        for m in indexer.find_matches_tiered(&chain) {
-                            assert_eq!(m.worker(), worker, "{name}: a stranger in {m:?}");
-                            assert_eq!(m.tier_depths[0], 0, "{name}: on the device: {m:?}");
-                            assert!(
-                                m.tier_depths[1..].iter().all(|&d| d == m.depth),
-                                "{name}: host blocks missing from {m:?}"
-                            );
-                            seen.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                })
-            })
-            .collect();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let readers = spawn_readers(&done, &asked, {
+            let (indexer, seen, chain, name) = (
+                Arc::clone(&indexer),
+                Arc::clone(&seen),
+                chain.clone(),
+                name.clone(),
+            );
+            move || {
+                for m in indexer.find_matches_tiered(&chain) {
+                    assert_eq!(m.worker(), worker, "{name}: a stranger in {m:?}");
+                    assert_eq!(m.tier_depths[0], 0, "{name}: on the device: {m:?}");
+                    assert!(
+                        m.tier_depths[1..].iter().all(|&d| d == m.depth),
+                        "{name}: host blocks missing from {m:?}"
+                    );
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
         let mut next_name = 0u64;
         for round in 0..offload_rounds() {
             let blocks: Vec<Block> = chain
@@ -397,13 +425,8 @@ fn offloaded_blocks_never_appear_on_the_device_while_dropped() {
             )));
             if round % 50 == 0 {
                 indexer.flush().expect("event threads alive");
-                let before = seen.load(Ordering::SeqCst);
-                // (A reader that found a fault stops: its panic is reported at the join.)
-                while seen.load(Ordering::SeqCst) == before
-                    && !readers.iter().any(|r| r.is_finished())
-                {
-                    std::thread::yield_now();
-                }
+                // Until a reader has seen the chain stored.
+                wait_for_a_reader(&seen, &readers);
             }
             let drop = match round % 3 {
                 0 => Write::Event(Event::removed(worker, 0, names)),
@@ -418,5 +441,73 @@ fn offloaded_blocks_never_appear_on_the_device_while_dropped() {
             reader.join().expect("a reader saw a block on the device");
         }
         assert!(indexer.find_matches(&chain).is_empty(), "{name}: final");
+    }
+}
+
+/// Batches applied for the offset-batch test: `KVIDX_OFFSET_BATCHES` (default 3000).
+fn offset_batches() -> usize {
+    count_from_env("KVIDX_OFFSET_BATCHES", 3000)
+}
+
+/// A batch at an offset is seen whole or not at all (docs/contract.md, offset batches), even
+/// by a lookup that waits for its worker (plain batches may then end their change early).
+/// Each batch stores a chain, stores other chains in several more events, and drops the
+/// first chain again: between batches the worker holds none of the queried chain, so a
+/// lookup that reports the worker at all saw part of a batch. Every 50 batches the writer
+/// waits for a reader to finish a lookup, so readers and batches interleave.
+#[test]
+fn a_batch_at_an_offset_is_never_seen_in_part() {
+    let worker = Worker::new(9, 0);
+    let chain: Vec<u64> = (100..112).collect();
+    for (name, config) in configs() {
+        let indexer = Arc::new(Indexer::new(config).expect("valid config"));
+        let done = Arc::new(AtomicBool::new(false));
+        let asked = Arc::new(AtomicUsize::new(0));
+        let readers = spawn_readers(&done, &asked, {
+            let (indexer, chain, name) = (Arc::clone(&indexer), chain.clone(), name.clone());
+            move || {
+                let answer = indexer.find_matches(&chain);
+                assert!(answer.is_empty(), "{name}: part of a batch: {answer:?}");
+            }
+        });
+        let mut next_name = 0u64;
+        let mut blocks_of = |locals: &[u64]| -> Vec<Block> {
+            locals
+                .iter()
+                .map(|&l| {
+                    next_name += 1;
+                    Block::new(l, next_name)
+                })
+                .collect()
+        };
+        for batch in 0..offset_batches() {
+            let stored = blocks_of(&chain);
+            let names: Vec<u64> = stored.iter().map(|b| b.seq_hash).collect();
+            let mut events = vec![Event::stored(worker, 0, None, stored)];
+            let mut others = Vec::new();
+            for other in 0..6u64 {
+                let blocks = blocks_of(&[1_000 + other, 2_000 + batch as u64]);
+                others.extend(blocks.iter().map(|b| b.seq_hash));
+                events.push(Event::stored(worker, 0, None, blocks));
+            }
+            events.push(Event::removed(worker, 0, names));
+            events.push(Event::removed(worker, 0, others));
+            let offset = batch as u64 + 1;
+            indexer
+                .apply_batch_at(worker, offset, events)
+                .expect("a valid batch");
+            if batch % 50 == 0 {
+                wait_for_a_reader(&asked, &readers);
+            }
+        }
+        indexer.flush().expect("event threads alive");
+        done.store(true, Ordering::Release);
+        for reader in readers {
+            reader.join().expect("a reader saw part of a batch");
+        }
+        assert!(
+            asked.load(Ordering::SeqCst) > 0,
+            "{name}: nothing was asked"
+        );
     }
 }

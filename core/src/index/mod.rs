@@ -26,10 +26,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Sum over workers of the blocks they hold.
     fn worker_blocks(&self) -> u64;
 
-    /// Applies several events of one worker in order, as one unit: the positional and radix
-    /// backends (and the reference model) apply them under one hold of the worker's lock, so
-    /// no reader or snapshot sees part of the batch. `outcome` is called with each event's
-    /// outcome, in order.
+    /// Applies several events of one worker in order, as one unit: this crate's backends
+    /// (and the reference model) apply them under one hold of the worker's lock, so no
+    /// snapshot sees part of the batch, and no reader sees part of a batch at an offset. A
+    /// plain batch (no offset) may be seen after any of its events by a lookup that waits
+    /// for the worker: the change ends after the event in progress, so the lookup waits
+    /// for one event, not the whole batch. `outcome` is called with each event's outcome,
+    /// in order.
     ///
     /// With an `offset` (>= 1), the backend keeps the worker's watermark: a batch whose
     /// offset is at or below it is skipped whole (`false` is returned and `outcome` is never

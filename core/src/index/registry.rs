@@ -44,6 +44,10 @@ pub(crate) struct SlotInfo {
     /// change, and only when it changes, so a reader that sees a new value also sees the
     /// version move.
     pub(crate) jumps_unsafe: AtomicBool,
+    /// Readers waiting for the slot's version to move on ([`Registry::version_after`]): its
+    /// writer then ends its change after the step in progress
+    /// ([`Registry::change_in_steps`]).
+    readers_waiting: AtomicU32,
     /// What changes write, from the next cache line on.
     hot: ChangedFields,
 }
@@ -312,6 +316,41 @@ impl<S: Default> Registry<S> {
         result
     }
 
+    /// [`Registry::change`] for work done in `steps` steps (`step(state, slot, i)` for each
+    /// `i` in order, such as the events of a batch). With `may_split`, between two steps,
+    /// while a reader waits for the slot's version to move on ([`Registry::version_after`]),
+    /// the change ends and another begins, so that the reader waits for one step rather than
+    /// for all of them; without, the steps are one change whatever happens. `settle` runs
+    /// before every end of a change, as the last thing that change writes.
+    pub(crate) fn change_in_steps(
+        &self,
+        entry: &mut Entry<S>,
+        steps: usize,
+        may_split: bool,
+        mut step: impl FnMut(&mut S, u32, usize),
+        mut settle: impl FnMut(&S, &SlotInfo),
+    ) {
+        let slot = entry.slot;
+        let info = self.info(slot);
+        let mut begun = self.changes.begin(slot, info.next_change());
+        info.begin_change(false);
+        for at in 0..steps {
+            // A plain load of a line the writer shares with readers: no locked instruction
+            // unless a reader waits.
+            if may_split && at > 0 && info.readers_waiting.load(Ordering::Relaxed) > 0 {
+                settle(&entry.state, info);
+                info.end_change();
+                self.changes.end(begun);
+                begun = self.changes.begin(slot, info.next_change());
+                info.begin_change(false);
+            }
+            step(&mut entry.state, slot, at);
+        }
+        settle(&entry.state, info);
+        info.end_change();
+        self.changes.end(begun);
+    }
+
     fn info(&self, slot: u32) -> &SlotInfo {
         self.slots
             .get(slot as usize)
@@ -402,6 +441,32 @@ impl<S: Default> Registry<S> {
         );
         fence(Ordering::Acquire);
         (version % 2 == 0 && info.hot.version.load(Ordering::Relaxed) == version).then_some(worker)
+    }
+
+    /// Waits until the slot's version is no longer `version` (read before reads about the
+    /// slot that changes since then have spoiled), telling the slot's writer meanwhile that
+    /// a reader waits, so that it ends its change after the step in progress
+    /// ([`Registry::change_in_steps`]). Returns the new version, to read the slot again
+    /// against; `None` once the slot is free (its worker was removed).
+    pub(crate) fn version_after(&self, slot: u32, version: u64) -> Option<u64> {
+        let info = self.slots.get(slot as usize)?;
+        let free_now = |now: u64| now % 2 == 1 && info.free.load(Ordering::Acquire);
+        let mut now = info.hot.version.load(Ordering::Acquire);
+        if now == version && !free_now(now) {
+            info.readers_waiting.fetch_add(1, Ordering::Relaxed);
+            let mut waits = 0u32;
+            while now == version && !free_now(now) {
+                waits += 1;
+                if waits < 1 << 6 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                now = info.hot.version.load(Ordering::Acquire);
+            }
+            info.readers_waiting.fetch_sub(1, Ordering::Relaxed);
+        }
+        (!free_now(now)).then_some(now)
     }
 
     /// Whose a slot is (valid only if its version, read before, is unchanged after).
@@ -516,6 +581,106 @@ impl<S: Default> Registry<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::sync::Barrier;
+    use std::time::Duration;
+
+    /// A registry with one worker; its slot.
+    fn one_worker(worker: Worker) -> (Arc<Registry<()>>, u32) {
+        let registry = Arc::new(Registry::<()>::new());
+        let slot = registry
+            .with_worker(worker, true, |entry| entry.slot)
+            .expect("created");
+        (registry, slot)
+    }
+
+    #[test]
+    fn a_change_in_steps_with_no_reader_waiting_is_one_change() {
+        let worker = Worker::new(1, 0);
+        let (registry, slot) = one_worker(worker);
+        let before = registry.version(slot).unwrap();
+        let (mut steps, mut settled) = (Vec::new(), 0);
+        registry.with_worker(worker, false, |entry| {
+            registry.change_in_steps(
+                entry,
+                3,
+                true,
+                |_, _, at| steps.push(at),
+                |_, _| settled += 1,
+            )
+        });
+        assert_eq!(steps, [0, 1, 2]);
+        assert_eq!(settled, 1);
+        assert_eq!(registry.version(slot), Some(before + 2));
+    }
+
+    #[test]
+    fn a_waiting_reader_ends_a_change_in_steps_after_the_step_in_progress() {
+        let worker = Worker::new(1, 0);
+        let (registry, slot) = one_worker(worker);
+        let in_first_step = Arc::new(Barrier::new(2));
+        let (read, reader_read) = mpsc::channel::<()>();
+        let second_step_done = Arc::new(AtomicBool::new(false));
+        let settled = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let (registry, in_first_step) = (registry.clone(), in_first_step.clone());
+            let (second_step_done, settled) = (second_step_done.clone(), settled.clone());
+            std::thread::spawn(move || {
+                let info = registry.info(slot);
+                registry.with_worker(worker, false, |entry| {
+                    registry.change_in_steps(
+                        entry,
+                        2,
+                        true,
+                        |_, _, at| {
+                            if at == 0 {
+                                in_first_step.wait();
+                                while info.readers_waiting.load(Ordering::Relaxed) == 0 {
+                                    std::hint::spin_loop();
+                                }
+                            } else {
+                                // Left as soon as the reader has read; a change that did not
+                                // end early keeps the reader waiting until this gives up.
+                                let _ = reader_read.recv_timeout(Duration::from_secs(30));
+                                second_step_done.store(true, Ordering::SeqCst);
+                            }
+                        },
+                        |_, _| {
+                            settled.fetch_add(1, Ordering::SeqCst);
+                        },
+                    )
+                });
+            })
+        };
+        in_first_step.wait();
+        let during_first = registry.version(slot).unwrap();
+        assert_eq!(during_first % 2, 1, "a change is in progress");
+        let next = registry
+            .version_after(slot, during_first)
+            .expect("the slot is not free");
+        assert!(
+            !second_step_done.load(Ordering::SeqCst),
+            "the wait ended before the second step did"
+        );
+        assert!(next > during_first);
+        read.send(()).unwrap();
+        writer.join().unwrap();
+        // Two changes, each settled before it ended.
+        assert_eq!(registry.version(slot), Some(during_first + 3));
+        assert_eq!(settled.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn no_version_comes_after_a_removal() {
+        let worker = Worker::new(1, 0);
+        let (registry, slot) = one_worker(worker);
+        registry.remove(worker, |_| {});
+        let version = registry.version(slot).unwrap();
+        assert_eq!(version % 2, 1, "a free slot's version stays odd");
+        assert_eq!(registry.version_after(slot, version), None);
+        assert_eq!(registry.version_after(slot, version - 2), None);
+    }
 
     /// Odd versions of consecutive changes.
     const C1: u64 = 11;

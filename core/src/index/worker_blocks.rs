@@ -23,7 +23,9 @@
 //!    is its depth in every state it passed through. This is the common case under ingest:
 //!    other workers' and other chains' blocks change. Any other slot of step 2 is read again
 //!    on its own ([`WorkerBlocks::depth_of_slot`], validated the same two ways, the first
-//!    time without waiting for a change in progress), a few times, and its current worker
+//!    time without waiting for a change in progress, then each time the slot's version has
+//!    moved on: [`Registry::version_after`], for which the writer ends a change of several
+//!    events after the one in progress), a few times, and its current worker
 //!    reported; if it keeps changing, that worker's depth is computed from its own state
 //!    under its lock ([`WorkerBlocks::depth_now`]). A slot found free means its step-1
 //!    worker was removed meanwhile (a removal counts as touching every block). Readers
@@ -193,20 +195,25 @@ impl<B: WorkerBlocks> Backend for B {
             if offset.is_some_and(|offset| offset <= entry.watermark) {
                 return false;
             }
-            registry.change(entry, |state, slot| {
-                for data in events.iter().take(WARM_AHEAD) {
-                    self.warm(state, data);
-                }
-                for (at, data) in events.iter().enumerate() {
+            // One event a step: a reader waiting for this worker waits for one event, except
+            // in a batch at an offset, which readers see whole or not at all.
+            registry.change_in_steps(
+                entry,
+                events.len(),
+                offset.is_none(),
+                |state, slot, at| {
+                    if at == 0 {
+                        for data in events.iter().take(WARM_AHEAD) {
+                            self.warm(state, data);
+                        }
+                    }
                     if let Some(ahead) = events.get(at + WARM_AHEAD) {
                         self.warm(state, ahead);
                     }
-                    outcome(self.apply_one(state, slot, data));
-                }
-                if let Some(info) = registry.slot_info(slot) {
-                    self.after_change(state, info);
-                }
-            });
+                    outcome(self.apply_one(state, slot, &events[at]));
+                },
+                |state, info| self.after_change(state, info),
+            );
             if let Some(offset) = offset {
                 entry.watermark = offset;
             }
@@ -562,8 +569,8 @@ trait ReadAgain {
 /// noted first).
 const READ_AGAIN_SLOTS: usize = 8;
 
-/// Lock-free re-reads of one slot before falling back to its worker's lock.
-const REREADS: usize = 3;
+/// Lock-free reads of one slot before falling back to its worker's lock.
+const REREADS: usize = 4;
 
 impl<B: WorkerBlocks> ReadAgain for B {
     fn search_reach(&self, local_hashes: &[u64], depth: u32) -> u32 {
@@ -608,27 +615,25 @@ impl<B: WorkerBlocks> ReadAgain for B {
         let registry = self.registry();
         // First without waiting: a change in progress that has not touched the positions
         // this read reaches (up to the depth found, where it misses) leaves them as they were.
-        let Some(version) = registry.version_unless_free(slot) else {
+        // While changes keep spoiling the read, again each time the version moves on (the
+        // writer ends its change after the event in progress for a reader that waits).
+        let Some(mut version) = registry.version_unless_free(slot) else {
             return;
         };
-        let depth = self.depth_of_slot(slot, local_hashes);
-        let reach = depth.min(u32::MAX as usize) as u32;
-        if let Some(worker) = registry
-            .owner_if_unchanged(slot, version)
-            .or_else(|| registry.owner_if_untouched(slot, version, local_hashes, reach))
-        {
-            push_unique(out, worker, depth);
-            return;
-        }
         for _ in 0..REREADS {
-            let Some(owner) = registry.stable_owner(slot) else {
-                return;
-            };
             let depth = self.depth_of_slot(slot, local_hashes);
-            if registry.unchanged_since(&owner) {
-                push_unique(out, owner.worker, depth);
+            let reach = depth.min(u32::MAX as usize) as u32;
+            if let Some(worker) = registry
+                .owner_if_unchanged(slot, version)
+                .or_else(|| registry.owner_if_untouched(slot, version, local_hashes, reach))
+            {
+                push_unique(out, worker, depth);
                 return;
             }
+            let Some(next) = registry.version_after(slot, version) else {
+                return;
+            };
+            version = next;
         }
         // The worker keeps changing: read its own state under its lock.
         let Some(owner) = registry.stable_owner(slot) else {
