@@ -27,16 +27,33 @@ use super::segmented::Segmented;
 use super::tiers::TierActivity;
 use crate::model::Worker;
 
-/// What readers may know of a slot without locking.
+/// Whose a slot is, apart from the rest of its [`SlotInfo`]: sixteen bytes a slot, so that
+/// the many slots of an answer are turned into workers from a few cache lines. Written only
+/// when the slot is given to a worker (see [`Registry::worker_at`] for how readers trust it).
+#[derive(Default)]
+struct Owner {
+    worker_id: AtomicU64,
+    dp_rank: AtomicU32,
+}
+
+impl Owner {
+    #[inline]
+    fn worker(&self) -> Worker {
+        Worker::new(
+            self.worker_id.load(Ordering::Relaxed),
+            self.dp_rank.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// What readers may know of a slot without locking (besides its [`Owner`]).
 ///
-/// The fields every answer reads and writers seldom change (owner, jump safety) come first,
-/// on a cache line of their own; those every change writes (version, touch records) follow on
-/// the next ones, so that a change does not take the owner's line away from a reading core.
+/// The fields writers seldom change (freedom, jump safety) come first, on a cache line of
+/// their own; those every change writes (version, touch records) follow on the next ones, so
+/// that a change does not take the first line away from a reading core.
 #[derive(Default)]
 #[repr(C, align(64))]
 pub(crate) struct SlotInfo {
-    worker_id: AtomicU64,
-    dp_rank: AtomicU32,
     /// Set once the slot's worker is removed and purged, cleared when the slot is reused.
     free: AtomicBool,
     /// Set by the positional index when a jump over this worker's blocks cannot be trusted
@@ -207,6 +224,7 @@ pub(crate) struct Registry<S> {
     pub(crate) changes: ChangeLog,
     workers: DashMap<Worker, Arc<Mutex<Entry<S>>>, FxBuildHasher>,
     slots: Segmented<SlotInfo>,
+    owners: Segmented<Owner>,
     free_slots: Mutex<Vec<u32>>,
     next_slot: AtomicU32,
     /// Whether any block of any worker is off the device alone (for tiered lookups).
@@ -219,6 +237,7 @@ impl<S: Default> Registry<S> {
             changes: ChangeLog::default(),
             workers: DashMap::with_hasher(FxBuildHasher),
             slots: Segmented::new(),
+            owners: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
             next_slot: AtomicU32::new(0),
             tiers: TierActivity::default(),
@@ -239,8 +258,9 @@ impl<S: Default> Registry<S> {
         // A reader that reads the new owner (and then fences) also sees everything before
         // this point, the removal that freed the slot among it: its quiet check then fails.
         fence(Ordering::Release);
-        info.worker_id.store(worker.worker_id, Ordering::Relaxed);
-        info.dp_rank.store(worker.dp_rank, Ordering::Relaxed);
+        let owner = self.owners.get_or_alloc(slot as usize);
+        owner.worker_id.store(worker.worker_id, Ordering::Relaxed);
+        owner.dp_rank.store(worker.dp_rank, Ordering::Relaxed);
         info.jumps_unsafe.store(false, Ordering::Relaxed);
         info.free.store(false, Ordering::Relaxed);
         info.end_change(); // odd (free) -> even (stable, this worker's)
@@ -401,10 +421,7 @@ impl<S: Default> Registry<S> {
         {
             return None;
         }
-        let worker = Worker::new(
-            info.worker_id.load(Ordering::Relaxed),
-            info.dp_rank.load(Ordering::Relaxed),
-        );
+        let worker = self.worker_at(slot);
         fence(Ordering::Acquire);
         (info.hot.version.load(Ordering::Relaxed) == now).then_some(worker)
     }
@@ -435,10 +452,7 @@ impl<S: Default> Registry<S> {
     #[inline]
     pub(crate) fn owner_if_unchanged(&self, slot: u32, version: u64) -> Option<Worker> {
         let info = self.slots.get(slot as usize)?;
-        let worker = Worker::new(
-            info.worker_id.load(Ordering::Relaxed),
-            info.dp_rank.load(Ordering::Relaxed),
-        );
+        let worker = self.worker_at(slot);
         fence(Ordering::Acquire);
         (version % 2 == 0 && info.hot.version.load(Ordering::Relaxed) == version).then_some(worker)
     }
@@ -472,13 +486,9 @@ impl<S: Default> Registry<S> {
     /// Whose a slot is (valid only if its version, read before, is unchanged after).
     #[inline]
     pub(crate) fn worker_at(&self, slot: u32) -> Worker {
-        match self.slots.get(slot as usize) {
-            Some(info) => Worker::new(
-                info.worker_id.load(Ordering::Relaxed),
-                info.dp_rank.load(Ordering::Relaxed),
-            ),
-            None => Worker::default(),
-        }
+        self.owners
+            .get(slot as usize)
+            .map_or(Worker::default(), Owner::worker)
     }
 
     /// The slot's current worker and version, read while the slot is stable (waiting out a
