@@ -84,11 +84,21 @@ impl Drop for TempDir {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // The tests run at once: a port is handed to one server only, even if the system would
+    // give a released one out again.
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut handed_out = HANDED_OUT.lock().unwrap();
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 /// A nats-server with JetStream on 127.0.0.1, stopped (SIGTERM) on drop.
@@ -113,9 +123,22 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    /// Starts it (same port, same store directory every time) and waits for its port.
+    /// Starts it (same port, same store directory every time) and waits until it listens.
     fn start(&mut self) {
+        assert!(
+            self.try_start(),
+            "nats-server exited instead of listening on {}: {}",
+            self.port,
+            self.log()
+        );
+    }
+
+    /// [`NatsServer::start`]; false if the server exited instead (its port was taken by
+    /// another process meanwhile). A port that answers is not enough: it may be another
+    /// server's, so the server's own log must say it listens there, and it must be running.
+    fn try_start(&mut self) -> bool {
         assert!(self.child.is_none());
+        let logged_before = self.log().len();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -136,8 +159,27 @@ impl NatsServer {
             .spawn()
             .expect("start nats-server");
         self.child = Some(child);
+        let listening = format!(
+            "Listening for client connections on 127.0.0.1:{}",
+            self.port
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        loop {
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().unwrap().is_some());
+            if exited {
+                self.child = None;
+                return false;
+            }
+            let says_so = self
+                .log()
+                .get(logged_before..)
+                .is_some_and(|new| new.contains(&listening));
+            if says_so && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
             assert!(
                 Instant::now() < deadline,
                 "nats-server did not listen: {}",
@@ -369,9 +411,14 @@ async fn client(url: &str) -> jetstream::Context {
 /// A nats-server with JetStream, started, or `None` (after a loud message) when the binary is
 /// missing outside CI.
 fn started_nats() -> Option<NatsServer> {
-    let mut nats = NatsServer::new(nats_server_binary()?);
-    nats.start();
-    Some(nats)
+    let binary = nats_server_binary()?;
+    for _ in 0..5 {
+        let mut nats = NatsServer::new(binary.clone());
+        if nats.try_start() {
+            return Some(nats);
+        }
+    }
+    panic!("nats-server exited instead of listening, on five free ports in a row");
 }
 
 /// Waits until the bridge has connected to `publishers` engines, then lets the subscriptions
@@ -438,6 +485,25 @@ fn fixture(seq: u64) -> Vec<u8> {
 
 // ---------------------------------------------------------------------------------------------
 // the tests
+
+/// The harness itself: a server started on a port another server holds exits, and is not
+/// mistaken for one that listens (two tests would then share one server and see each other's
+/// batches); the server holding the port goes on.
+#[test]
+fn a_server_on_a_taken_port_is_not_taken_for_a_listening_one() {
+    let Some(holder) = started_nats() else {
+        return;
+    };
+    let mut second = NatsServer::new(holder.binary.clone());
+    second.port = holder.port;
+    assert!(!second.try_start(), "{}", second.log());
+    assert!(
+        second.log().contains("address already in use"),
+        "{}",
+        second.log()
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", holder.port)).is_ok());
+}
 
 /// Two publishers (worker 7, DP ranks 0 and 1), 300 batches each: every batch is stored once,
 /// in order per worker, byte-identical, with the spec's headers; the stream has the spec's
