@@ -269,6 +269,8 @@ type natsServer struct {
 	port     int
 	cmd      *exec.Cmd
 	log      *os.File
+	// exited is closed once the running process has exited (its Wait returned).
+	exited chan struct{}
 }
 
 // natsServerBinary finds nats-server; without it the test fails under CI=true and is
@@ -301,23 +303,50 @@ func freePort(t *testing.T) int {
 
 func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
 
-// start runs the server and waits until it accepts connections.
+// start runs the server and waits until it listens.
 func (s *natsServer) start() {
 	s.t.Helper()
+	if !s.tryStart() {
+		s.t.Fatalf("nats-server exited instead of listening on %d (log %s)", s.port, s.log.Name())
+	}
+}
+
+// tryStart is start, false if the server exited instead (its port taken by another process
+// meanwhile). A port that answers is not enough: it may be another process's, so the
+// server's own log, from this start on, must say it listens there, and it must be running.
+func (s *natsServer) tryStart() bool {
+	s.t.Helper()
+	logged, err := s.log.Seek(0, io.SeekEnd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	s.cmd = exec.Command(s.bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", s.dir)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	s.exited = exited
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(s.cmd)
+	listening := fmt.Sprintf("Listening for client connections on 127.0.0.1:%d", s.port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
+		select {
+		case <-exited:
+			s.cmd = nil
+			return false
+		default:
+		}
+		text, _ := os.ReadFile(s.log.Name())
+		if int64(len(text)) > logged && strings.Contains(string(text[logged:]), listening) {
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), 200*time.Millisecond)
+			if err == nil {
+				c.Close()
+				return true
+			}
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("nats-server did not start: %v (log %s)", err, s.log.Name())
+			s.t.Fatalf("nats-server did not start (log %s)", s.log.Name())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -329,13 +358,11 @@ func (s *natsServer) stop() {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		_ = s.cmd.Process.Kill()
-		<-done
+		<-s.exited
 	}
 	s.cmd = nil
 }
@@ -852,10 +879,15 @@ func startNATS(t *testing.T, natsBin, dir string) *natsServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nlog.Close() })
-	ns := &natsServer{t: t, bin: natsBin, dir: filepath.Join(dir, "js"), port: freePort(t), log: nlog}
-	ns.start()
-	t.Cleanup(ns.stop)
-	return ns
+	for range 5 {
+		ns := &natsServer{t: t, bin: natsBin, dir: filepath.Join(dir, "js"), port: freePort(t), log: nlog}
+		if ns.tryStart() {
+			t.Cleanup(ns.stop)
+			return ns
+		}
+	}
+	t.Fatalf("nats-server exited instead of listening, on five free ports in a row (log %s)", nlog.Name())
+	return nil
 }
 
 // jetStreamClient connects to the test's nats-server (with opts) and returns a JetStream
