@@ -22,7 +22,7 @@ use dashmap::DashMap;
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxBuildHasher;
 
-use super::change_log::ChangeLog;
+use super::change_log::{Begun, ChangeLog};
 use super::segmented::Segmented;
 use super::tiers::TierActivity;
 use crate::model::Worker;
@@ -328,12 +328,25 @@ impl<S: Default> Registry<S> {
         change: impl FnOnce(&mut S, u32) -> R,
     ) -> R {
         let info = self.info(entry.slot);
-        let begun = self.changes.begin(entry.slot, info.next_change());
-        info.begin_change(false);
+        let begun = self.open_change(entry.slot, info);
         let result = change(&mut entry.state, entry.slot);
+        self.close_change(info, begun);
+        result
+    }
+
+    /// Begins a change of `slot` (whose info is `info`): logged first, then its version made
+    /// odd, before anything readers see is changed.
+    fn open_change(&self, slot: u32, info: &SlotInfo) -> Begun {
+        let begun = self.changes.begin(slot, info.next_change());
+        info.begin_change(false);
+        begun
+    }
+
+    /// Ends a change begun with [`Registry::open_change`]: its version made even, then the
+    /// log told, after everything it changed.
+    fn close_change(&self, info: &SlotInfo, begun: Begun) {
         info.end_change();
         self.changes.end(begun);
-        result
     }
 
     /// [`Registry::change`] for work done in `steps` steps (`step(state, slot, i)` for each
@@ -352,23 +365,19 @@ impl<S: Default> Registry<S> {
     ) {
         let slot = entry.slot;
         let info = self.info(slot);
-        let mut begun = self.changes.begin(slot, info.next_change());
-        info.begin_change(false);
+        let mut begun = self.open_change(slot, info);
         for at in 0..steps {
             // A plain load of a line the writer shares with readers: no locked instruction
             // unless a reader waits.
             if may_split && at > 0 && info.readers_waiting.load(Ordering::Relaxed) > 0 {
                 settle(&entry.state, info);
-                info.end_change();
-                self.changes.end(begun);
-                begun = self.changes.begin(slot, info.next_change());
-                info.begin_change(false);
+                self.close_change(info, begun);
+                begun = self.open_change(slot, info);
             }
             step(&mut entry.state, slot, at);
         }
         settle(&entry.state, info);
-        info.end_change();
-        self.changes.end(begun);
+        self.close_change(info, begun);
     }
 
     fn info(&self, slot: u32) -> &SlotInfo {
@@ -470,12 +479,7 @@ impl<S: Default> Registry<S> {
             info.readers_waiting.fetch_add(1, Ordering::Relaxed);
             let mut waits = 0u32;
             while now == version && !free_now(now) {
-                waits += 1;
-                if waits < 1 << 6 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+                back_off(&mut waits);
                 now = info.hot.version.load(Ordering::Acquire);
             }
             info.readers_waiting.fetch_sub(1, Ordering::Relaxed);
@@ -503,12 +507,7 @@ impl<S: Default> Registry<S> {
                     return None;
                 }
                 // A change of this worker is being applied: usually a few hundred ns.
-                waits += 1;
-                if waits < 1 << 6 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+                back_off(&mut waits);
                 continue;
             }
             let snapshot = SlotSnapshot {
@@ -585,6 +584,17 @@ impl<S: Default> Registry<S> {
             .fold(0u64, |sum, info| {
                 sum.wrapping_add(info.hot.blocks.load(Ordering::Relaxed))
             })
+    }
+}
+
+/// One round of a reader's wait for a slot's version to move: spins for the first rounds
+/// (most changes end within them), then yields the core; `waits` counts the rounds.
+fn back_off(waits: &mut u32) {
+    *waits += 1;
+    if *waits < 1 << 6 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
     }
 }
 
