@@ -5,7 +5,9 @@
 //! checked against the slot's version with [`Registry::owner_if_unchanged`]).
 //! A worker's state is changed only under its mutex, so events of one worker applied from
 //! several threads at once are serialised, and a removal never races an event of the same
-//! worker into a half-purged state.
+//! worker into a half-purged state. Entries live by slot; an event finds its worker's entry
+//! through a lock-free guess of the slot, checked under the entry's own lock, so applying an
+//! event takes one lock (the worker's) and no lock of the map of workers.
 //!
 //! # Slot versions
 //! Slots are recycled, so a reader that saw slot `s` among a block's holders cannot tell from
@@ -16,7 +18,6 @@
 //! one stable state of one worker (a seqlock read; see `worker_blocks` for the whole protocol).
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, MutexGuard};
@@ -208,21 +209,68 @@ impl SlotSnapshot {
     }
 }
 
-/// A worker's state, its slot, and whether it has been removed.
+/// A worker's state and its slot.
 pub(crate) struct Entry<S> {
+    /// Whose entry this is: a lookup that reached the slot by a [`Hint`] checks it.
+    worker: Worker,
     pub(crate) slot: u32,
     pub(crate) state: S,
     /// The offset of the last batch applied to the worker (0: none); changed and read only
     /// under the worker's lock, together with its state.
     pub(crate) watermark: u64,
-    removed: bool,
+}
+
+/// How many [`Hint`]s a registry keeps (a power of two).
+const HINTS: usize = 1024;
+
+/// A guess of a worker's slot, read and written without locks: one cell of a small table
+/// indexed by a hash of the worker. Nothing is trusted from it: a lookup takes the slot it
+/// names to the slot's entry, locks that, and keeps it only if the entry is the worker's
+/// (a cell written by two threads at once, or naming a slot given to another worker since,
+/// fails that check and the lookup asks the map). So a known worker's events reach its
+/// state with one lock taken, the worker's own, and no lock of the map.
+#[derive(Default)]
+struct Hint {
+    worker_id: AtomicU64,
+    /// `dp_rank << 32 | (slot + 1)`; 0 for an empty cell.
+    rank_slot: AtomicU64,
+}
+
+impl Hint {
+    fn cell(hints: &[Hint], worker: Worker) -> &Hint {
+        let mixed = (worker.worker_id ^ u64::from(worker.dp_rank).rotate_left(32))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        &hints[(mixed >> 32) as usize & (HINTS - 1)]
+    }
+
+    /// The slot the cell names for `worker`, if it names one.
+    fn slot_of(&self, worker: Worker) -> Option<u32> {
+        let rank_slot = self.rank_slot.load(Ordering::Relaxed);
+        let named = self.worker_id.load(Ordering::Relaxed) == worker.worker_id
+            && (rank_slot >> 32) as u32 == worker.dp_rank
+            && rank_slot as u32 != 0;
+        named.then(|| rank_slot as u32 - 1)
+    }
+
+    fn set(&self, worker: Worker, slot: u32) {
+        self.worker_id.store(worker.worker_id, Ordering::Relaxed);
+        self.rank_slot.store(
+            u64::from(worker.dp_rank) << 32 | u64::from(slot.wrapping_add(1)),
+            Ordering::Relaxed,
+        );
+    }
 }
 
 /// See the module docs.
 pub(crate) struct Registry<S> {
     /// Changes of any slot, for readers' quiet checks.
     pub(crate) changes: ChangeLog,
-    workers: DashMap<Worker, Arc<Mutex<Entry<S>>>, FxBuildHasher>,
+    /// Each known worker's slot.
+    workers: DashMap<Worker, u32, FxBuildHasher>,
+    /// Each slot's entry, while a worker has the slot.
+    entries: Segmented<Mutex<Option<Entry<S>>>>,
+    /// Guesses of workers' slots, for lookups that skip `workers`.
+    hints: Box<[Hint]>,
     slots: Segmented<SlotInfo>,
     owners: Segmented<Owner>,
     free_slots: Mutex<Vec<u32>>,
@@ -236,6 +284,8 @@ impl<S: Default> Registry<S> {
         Self {
             changes: ChangeLog::default(),
             workers: DashMap::with_hasher(FxBuildHasher),
+            entries: Segmented::new(),
+            hints: (0..HINTS).map(|_| Hint::default()).collect(),
             slots: Segmented::new(),
             owners: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
@@ -275,16 +325,19 @@ impl<S: Default> Registry<S> {
         create: bool,
         f: impl FnOnce(&mut Entry<S>) -> R,
     ) -> Option<R> {
-        let mut f = Some(f);
+        let hint = Hint::cell(&self.hints, worker);
+        // Fast path: the slot the hint names, if its entry is the worker's.
+        if let Some(mut guard) = hint
+            .slot_of(worker)
+            .and_then(|slot| self.locked(slot, worker))
+        {
+            return guard.as_mut().map(f);
+        }
         loop {
-            // Fast path: a known worker is found under a shard read lock, no Arc clone.
-            // Holding that read lock while `f` runs only delays creating or removing other
-            // workers of the same shard; `f` never touches this map.
-            if let Some(shared) = self.workers.get(&worker) {
-                let mut guard = shared.lock();
-                if !guard.removed {
-                    let f = f.take().expect("f runs once");
-                    return Some(f(&mut guard));
+            if let Some(slot) = self.workers.get(&worker).map(|slot| *slot) {
+                if let Some(mut guard) = self.locked(slot, worker) {
+                    hint.set(worker, slot);
+                    return guard.as_mut().map(f);
                 }
                 continue; // removed between lookup and lock: look again
             }
@@ -292,32 +345,49 @@ impl<S: Default> Registry<S> {
                 return None;
             }
             self.workers.entry(worker).or_insert_with(|| {
-                Arc::new(Mutex::new(Entry {
-                    slot: self.allocate_slot(worker),
+                let slot = self.allocate_slot(worker);
+                *self.entries.get_or_alloc(slot as usize).lock() = Some(Entry {
+                    worker,
+                    slot,
                     state: S::default(),
                     watermark: 0,
-                    removed: false,
-                }))
+                });
+                slot
             });
         }
+    }
+
+    /// The locked entry of `slot` if it is `worker`'s (always `Some` inside).
+    fn locked(&self, slot: u32, worker: Worker) -> Option<MutexGuard<'_, Option<Entry<S>>>> {
+        let guard = self.entries.get(slot as usize)?.lock();
+        guard
+            .as_ref()
+            .is_some_and(|entry| entry.worker == worker)
+            .then_some(guard)
     }
 
     /// Removes a worker: `purge` drops its blocks from the index structures while its entry is
     /// locked, then the slot is recycled.
     pub(crate) fn remove(&self, worker: Worker, purge: impl FnOnce(&mut Entry<S>)) {
-        let Some((_, entry)) = self.workers.remove(&worker) else {
+        let Some((_, slot)) = self.workers.remove(&worker) else {
             return;
         };
-        let mut guard: MutexGuard<'_, Entry<S>> = entry.lock();
-        // The version stays odd until the slot is given to another worker.
-        let info = self.info(guard.slot);
-        let begun = self.changes.begin(guard.slot, info.next_change());
-        info.begin_change(true);
-        purge(&mut guard);
-        guard.removed = true;
-        info.free.store(true, Ordering::Release);
-        self.changes.end(begun);
-        self.free_slots.lock().push(guard.slot);
+        let removed = {
+            let mut guard = self
+                .locked(slot, worker)
+                .expect("a worker in the map has its slot's entry");
+            // The version stays odd until the slot is given to another worker.
+            let info = self.info(slot);
+            let begun = self.changes.begin(slot, info.next_change());
+            info.begin_change(true);
+            let mut entry = guard.take().expect("a locked entry is there");
+            purge(&mut entry);
+            info.free.store(true, Ordering::Release);
+            self.changes.end(begun);
+            entry
+        };
+        drop(removed); // its state, after the slot's lock
+        self.free_slots.lock().push(slot);
     }
 
     /// Runs `change` on the worker's blocks as one change of its slot's version (see the
@@ -603,6 +673,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
     use std::sync::mpsc;
+    use std::sync::Arc;
     use std::sync::Barrier;
     use std::time::Duration;
 
@@ -613,6 +684,112 @@ mod tests {
             .with_worker(worker, true, |entry| entry.slot)
             .expect("created");
         (registry, slot)
+    }
+
+    /// Registry<u64>: each worker's state is a number the test sets, to tell entries apart.
+    fn mark(registry: &Registry<u64>, worker: Worker, create: bool, value: u64) -> Option<u64> {
+        registry.with_worker(worker, create, |entry| {
+            let before = entry.state;
+            entry.state = value;
+            before
+        })
+    }
+
+    #[test]
+    fn a_hint_naming_a_recycled_slot_reaches_nobody_elses_state() {
+        let registry = Registry::<u64>::new();
+        let (old, new) = (Worker::new(7, 0), Worker::new(8, 0));
+        assert_eq!(mark(&registry, old, true, 1), Some(0));
+        registry.remove(old, |_| {});
+        // `new` gets the freed slot, which `old`'s hint still names.
+        assert_eq!(mark(&registry, new, true, 2), Some(0));
+        assert_eq!(
+            Hint::cell(&registry.hints, old).slot_of(old),
+            registry.with_worker(new, false, |entry| entry.slot)
+        );
+        assert_eq!(mark(&registry, old, false, 3), None, "old is unknown");
+        assert_eq!(mark(&registry, old, true, 4), Some(0), "old anew, empty");
+        assert_eq!(mark(&registry, new, false, 5), Some(2), "new kept its own");
+        assert_eq!(mark(&registry, old, false, 6), Some(4));
+    }
+
+    #[test]
+    fn workers_sharing_a_hint_cell_and_a_torn_cell_each_reach_their_own_state() {
+        let registry = Registry::<u64>::new();
+        let first = Worker::new(1, 0);
+        let cell = Hint::cell(&registry.hints, first) as *const Hint;
+        let same_cell: Vec<Worker> = (2..)
+            .flat_map(|id| [Worker::new(id, 0), Worker::new(id, 3)])
+            .filter(|&w| std::ptr::eq(Hint::cell(&registry.hints, w), cell))
+            .take(3)
+            .collect();
+        let workers: Vec<Worker> = std::iter::once(first).chain(same_cell).collect();
+        for (at, &worker) in workers.iter().enumerate() {
+            mark(&registry, worker, true, at as u64 + 10);
+        }
+        for round in 0..3u64 {
+            for (at, &worker) in workers.iter().enumerate() {
+                let value = round * 100 + at as u64;
+                let before = if round == 0 {
+                    at as u64 + 10
+                } else {
+                    value - 100
+                };
+                assert_eq!(mark(&registry, worker, false, value), Some(before));
+            }
+        }
+        // A cell naming another worker's slot for `first` (as one whose two words come from
+        // two writes can).
+        let slot_of_second = registry.with_worker(workers[1], false, |e| e.slot).unwrap();
+        let hint = Hint::cell(&registry.hints, first);
+        hint.set(first, slot_of_second);
+        assert_eq!(hint.slot_of(first), Some(slot_of_second));
+        assert_eq!(mark(&registry, first, false, 1_000), Some(200));
+        assert_eq!(mark(&registry, workers[1], false, 1_001), Some(201));
+    }
+
+    /// Threads apply to workers while another removes them (their slots recycled to
+    /// others), with more workers than hint cells: every lookup reaches its own worker's
+    /// state, never another's.
+    #[test]
+    fn lookups_racing_removals_reach_only_their_own_workers_state() {
+        const WORKERS: u64 = 3 * HINTS as u64;
+        let registry = Arc::new(Registry::<(u64, u64)>::new());
+        let appliers: Vec<_> = (0..2u64)
+            .map(|seed| {
+                let registry = Arc::clone(&registry);
+                std::thread::spawn(move || {
+                    let mut x = seed + 1;
+                    for _ in 0..200_000 {
+                        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        let worker = Worker::new((x >> 33) % WORKERS, (x >> 20) as u32 % 2);
+                        registry.with_worker(worker, true, |entry| {
+                            if entry.state.1 == 0 {
+                                entry.state.0 = worker.worker_id << 1 | u64::from(worker.dp_rank);
+                            }
+                            let own = worker.worker_id << 1 | u64::from(worker.dp_rank);
+                            assert_eq!(entry.state.0, own, "another worker's state");
+                            entry.state.1 += 1;
+                        });
+                    }
+                })
+            })
+            .collect();
+        let remover = {
+            let registry = Arc::clone(&registry);
+            std::thread::spawn(move || {
+                for round in 0..100_000u64 {
+                    let worker = Worker::new(round * 7 % WORKERS, (round % 2) as u32);
+                    registry.remove(worker, |_| {});
+                }
+            })
+        };
+        for thread in appliers {
+            thread
+                .join()
+                .expect("no lookup reached another worker's state");
+        }
+        remover.join().unwrap();
     }
 
     #[test]

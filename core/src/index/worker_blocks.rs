@@ -195,6 +195,11 @@ impl<B: WorkerBlocks> Backend for B {
             if offset.is_some_and(|offset| offset <= entry.watermark) {
                 return false;
             }
+            // The first events' lines are asked for before the change opens, so that their
+            // misses overlap the opening's own work.
+            for data in events.iter().take(WARM_AHEAD) {
+                self.warm(&entry.state, data);
+            }
             // One event a step: a reader waiting for this worker waits for one event, except
             // in a batch at an offset, which readers see whole or not at all.
             registry.change_in_steps(
@@ -202,11 +207,6 @@ impl<B: WorkerBlocks> Backend for B {
                 events.len(),
                 offset.is_none(),
                 |state, slot, at| {
-                    if at == 0 {
-                        for data in events.iter().take(WARM_AHEAD) {
-                            self.warm(state, data);
-                        }
-                    }
                     if let Some(ahead) = events.get(at + WARM_AHEAD) {
                         self.warm(state, ahead);
                     }
