@@ -581,25 +581,29 @@ impl<B: WorkerBlocks> ReadAgain for B {
     fn check_named(&self, local_hashes: &[u64], s: &mut ReadScratch, out: &mut Vec<Match>) {
         let registry = self.registry();
         s.retry.clear();
-        // `found` and `out` are in step (every depth found is above 0).
-        let mut at = 0;
-        out.retain(|_| {
-            let (slot, depth) = s.found[at];
-            at += 1;
-            let Ok(named) = s.changed.binary_search_by_key(&slot, |named| named.slot) else {
-                return true;
+        // `found` and `out` are in step (every depth found is above 0). The named slots are a
+        // few; each is looked for among those found, and the answer keeps every other one
+        // as it is. What is read again leaves `out` (its order does not matter: it is sorted
+        // afterwards), from the last index down so that the others stay where they are.
+        s.spoiled.clear();
+        for named in &s.changed {
+            let Some(at) = s.found.iter().position(|&(slot, _)| slot == named.slot) else {
+                continue; // not found: it held no prefix of the query when the search read it
             };
+            let (slot, depth) = s.found[at];
             let reach = self.search_reach(local_hashes, depth);
-            let first = s.changed[named].version;
             if registry
-                .owner_if_untouched(slot, first, local_hashes, reach)
-                .is_some()
+                .owner_if_untouched(slot, named.version, local_hashes, reach)
+                .is_none()
             {
-                return true;
+                s.retry.push(slot);
+                s.spoiled.push(at);
             }
-            s.retry.push(slot);
-            false
-        });
+        }
+        s.spoiled.sort_unstable();
+        for &at in s.spoiled.iter().rev() {
+            out.swap_remove(at);
+        }
         for &slot in &s.retry {
             self.read_again(slot, local_hashes, out);
         }
@@ -664,6 +668,8 @@ struct ReadScratch {
     stamp: u32,
     found: Vec<SlotDepth>,
     retry: Vec<u32>,
+    /// Indices into `found` (and the answer) of the slots read again.
+    spoiled: Vec<usize>,
 }
 
 impl ReadScratch {
@@ -932,6 +938,58 @@ pub(crate) mod tests {
                 steps,
                 vec![ReadStep::Quiet, ReadStep::Snapshotted, ReadStep::Searched],
                 "{name}"
+            );
+        }
+    }
+
+    /// Several named slots among many found: those whose changes touched the query are read
+    /// again, and every other worker keeps what the search found, each reported once.
+    #[test]
+    fn of_many_slots_found_only_the_touched_named_ones_are_read_again() {
+        let workers: Vec<Worker> = (1..=8).map(|id| Worker::new(id, 0)).collect();
+        let y: Vec<u64> = X.iter().map(|l| l + 1000).collect();
+        for (name, index) in backends() {
+            for (at, &worker) in workers.iter().enumerate() {
+                apply(&*index, chain(worker, &X[..4 + at], 100 * (at as u64 + 1)));
+            }
+            // During the search: workers 2, 5 and 7 get the rest of X (touched within reach);
+            // worker 4 stores another chain (named, untouched); the others do nothing.
+            let grown = [1usize, 4, 6];
+            let y = y.clone();
+            let (got, steps) = query_recording(&index, &X, ReadStep::Quiet, move |ix| {
+                for at in grown {
+                    let base = 100 * (at as u64 + 1);
+                    let rest = (4 + at..12).map(|p| Block::new(X[p], base + p as u64));
+                    let parent = base + 3 + at as u64;
+                    apply(
+                        ix,
+                        Event::stored(
+                            Worker::new(at as u64 + 1, 0),
+                            1,
+                            Some(parent),
+                            rest.collect(),
+                        ),
+                    );
+                }
+                apply(ix, chain(Worker::new(4, 0), &y, 9_000));
+            });
+            let mut want: Vec<Match> = workers
+                .iter()
+                .enumerate()
+                .map(|(k, &w)| at(w, if grown.contains(&k) { 12 } else { 4 + k as u32 }))
+                .collect();
+            crate::model::sort_matches(&mut want);
+            assert_eq!(got, want, "{name}");
+            assert_eq!(
+                steps,
+                vec![
+                    ReadStep::Quiet,
+                    ReadStep::ChangesNamed,
+                    ReadStep::ReadAgain,
+                    ReadStep::ReadAgain,
+                    ReadStep::ReadAgain
+                ],
+                "{name}: three named slots read again, the fourth kept"
             );
         }
     }
