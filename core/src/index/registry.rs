@@ -763,11 +763,11 @@ mod tests {
                     for _ in 0..200_000 {
                         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
                         let worker = Worker::new((x >> 33) % WORKERS, (x >> 20) as u32 % 2);
+                        let own = worker.worker_id << 1 | u64::from(worker.dp_rank);
                         registry.with_worker(worker, true, |entry| {
                             if entry.state.1 == 0 {
-                                entry.state.0 = worker.worker_id << 1 | u64::from(worker.dp_rank);
+                                entry.state.0 = own;
                             }
-                            let own = worker.worker_id << 1 | u64::from(worker.dp_rank);
                             assert_eq!(entry.state.0, own, "another worker's state");
                             entry.state.1 += 1;
                         });
