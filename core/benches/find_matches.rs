@@ -1,11 +1,13 @@
 //! `find_matches` latency by query depth (16/128/1024/4096 blocks) and workers (1/16/256),
-//! for each fast backend. Every worker holds the whole queried chain, so every worker matches
-//! at full depth: the most work a query can cause for its size. `find_matches_spread` has 256
-//! workers, registered in an order unrelated to their ids, each holding a prefix of its own
-//! length of one 128-block chain: answers of many depths that must be ordered by depth, then
-//! worker.
+//! for each fast backend (runs, the default; positional; radix). Every worker holds the whole
+//! queried chain, so every worker matches at full depth: the most work a query can cause for
+//! its size. `find_matches_spread` has 256 workers, registered in an order unrelated to their
+//! ids, each holding a prefix of its own length of one 128-block chain: answers of many
+//! depths that must be ordered by depth, then worker. `find_matches_under_ingest` asks while
+//! another thread applies events without pause: see [`find_matches_under_ingest`].
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
@@ -15,6 +17,12 @@ use criterion::{
 use kvidx::{BackendKind, Block, Config, Event, Indexer, Worker};
 
 const DEPTHS: [usize; 4] = [16, 128, 1024, 4096];
+/// The backends timed: the default first.
+const BACKENDS: [BackendKind; 3] = [
+    BackendKind::Runs,
+    BackendKind::Positional,
+    BackendKind::Radix,
+];
 const WORKERS: [u64; 3] = [1, 16, 256];
 
 /// An empty synchronous indexer.
@@ -79,7 +87,7 @@ fn group<'a>(c: &'a mut Criterion, name: String, samples: usize) -> BenchmarkGro
 }
 
 fn find_matches(c: &mut Criterion) {
-    for backend in [BackendKind::Positional, BackendKind::Radix] {
+    for backend in BACKENDS {
         let mut group = group(c, format!("find_matches/{backend:?}"), 10);
         for workers in WORKERS {
             for depth in DEPTHS {
@@ -116,7 +124,7 @@ fn spread(backend: BackendKind) -> (Indexer, Vec<u64>) {
 }
 
 fn find_matches_spread(c: &mut Criterion) {
-    for backend in [BackendKind::Positional, BackendKind::Radix] {
+    for backend in BACKENDS {
         let mut group = group(c, format!("find_matches_spread/{backend:?}"), 20);
         let (indexer, query) = spread(backend);
         let mut out = Vec::new();
@@ -130,5 +138,98 @@ fn find_matches_spread(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, find_matches, find_matches_spread);
+/// Workers of [`find_matches_under_ingest`], and how many of them hold the queried chain.
+const INGEST_WORKERS: u64 = 256;
+const INGEST_HOLDERS: u64 = 48;
+
+/// A lookup while another thread applies events to the same index without pause, as a
+/// router asks while its engines publish: 256 workers, 48 of them holding a prefix of one
+/// 128-block chain (most the whole chain, every fifth 100 blocks), the query that chain,
+/// and one more worker, stored first, holding a chain that leaves the query's after 64
+/// blocks (so that the query's path, as most real ones, forks on its way).
+/// The other thread, on the other core, makes each worker in turn store one block below its
+/// chain and remove it again (two single-block events, as most engine events are); the
+/// holders' changes (about a fifth) are changes of workers the lookup finds, which it meets
+/// in the index's change log and at those workers' slots. What this measures beyond `find_matches_spread` is what a lookup pays for
+/// sharing lines with a busy writer.
+fn find_matches_under_ingest(c: &mut Criterion) {
+    for backend in BACKENDS {
+        let mut group = group(c, format!("find_matches_under_ingest/{backend:?}"), 20);
+        let id = |w: u64| w.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40; // unrelated to slots
+        let (locals, blocks) = chain(128);
+        let indexer = indexer(backend);
+        let mut fork = blocks[..64].to_vec();
+        fork.extend((64..128u64).map(|b| Block::new(!b, b | 1 << 41)));
+        indexer
+            .apply_event(Event::stored(Worker::new(1 << 32, 0), 0, None, fork))
+            .expect("valid event");
+        for w in 0..INGEST_WORKERS {
+            let len = match w {
+                w if w >= INGEST_HOLDERS => 1 + (w as usize * 7) % 16,
+                w if w % 5 == 0 => 100,
+                _ => 128,
+            };
+            let held = if w < INGEST_HOLDERS {
+                blocks[..len].to_vec()
+            } else {
+                // A chain of its own (its first block differs from the query's).
+                (0..len as u64)
+                    .map(|b| Block::new(!(w << 16 | b), w << 16 | b | 1 << 40))
+                    .collect()
+            };
+            indexer
+                .apply_event(Event::stored(Worker::new(id(w), 0), 0, None, held))
+                .expect("valid event");
+        }
+        let stop = AtomicBool::new(false);
+        let applied = AtomicU64::new(0);
+        let mut out = Vec::new();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut events = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for w in 0..INGEST_WORKERS {
+                        let worker = Worker::new(id(w), 0);
+                        let (parent, last) = match w {
+                            w if w >= INGEST_HOLDERS => {
+                                let len = 1 + (w * 7) % 16;
+                                (w << 16 | (len - 1) | 1 << 40, w << 16 | len)
+                            }
+                            w if w % 5 == 0 => (blocks[99].seq_hash, 100),
+                            _ => (blocks[127].seq_hash, 128),
+                        };
+                        let extra = 1 << 50 | w << 20 | last;
+                        let stored = vec![Block::new(extra ^ 0x5a5a, extra)];
+                        indexer
+                            .apply_event(Event::stored(worker, events, Some(parent), stored))
+                            .expect("valid event");
+                        indexer
+                            .apply_event(Event::removed(worker, events + 1, vec![extra]))
+                            .expect("valid event");
+                        events += 2;
+                    }
+                }
+                applied.store(events, Ordering::Relaxed);
+            });
+            group.bench_function("workers256/128", |b| {
+                b.iter(|| {
+                    indexer.find_matches_into(black_box(&locals), &mut out);
+                    black_box(out.len())
+                })
+            });
+            stop.store(true, Ordering::Relaxed);
+        });
+        group.finish();
+        // The writer ran and every lookup saw the 48 holders and the fork's.
+        assert!(applied.load(Ordering::Relaxed) > 0);
+        assert_eq!(out.len() as u64, INGEST_HOLDERS + 1);
+    }
+}
+
+criterion_group!(
+    benches,
+    find_matches,
+    find_matches_spread,
+    find_matches_under_ingest
+);
 criterion_main!(benches);

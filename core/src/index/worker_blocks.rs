@@ -285,6 +285,7 @@ impl<B: WorkerBlocks> Backend for B {
                 #[cfg(test)]
                 tests::at_step(tests::ReadStep::Quiet);
                 self.search(local_hashes, &mut s.found);
+                registry.changes.prefetch_check(start);
                 // Whose each slot is, read before the check: read after it, a slot whose
                 // worker was removed meanwhile and that went to another worker would credit
                 // the newcomer with the old worker's depth.
@@ -580,6 +581,9 @@ impl<B: WorkerBlocks> ReadAgain for B {
 
     fn check_named(&self, local_hashes: &[u64], s: &mut ReadScratch, out: &mut Vec<Match>) {
         let registry = self.registry();
+        for named in &s.changed {
+            registry.prefetch_changes(named.slot);
+        }
         s.retry.clear();
         // `found` and `out` are in step (every depth found is above 0). The named slots are a
         // few; each is looked for among those found, and the answer keeps every other one

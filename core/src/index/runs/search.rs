@@ -75,6 +75,14 @@ impl RunsIndex {
         while let Some(run) = next.take() {
             let state = run.state.read();
             let m = matched(&state, &query[pos..]);
+            // The run the query goes on to, if any, asked for before this run's holders are
+            // read: its lines (often just changed by a writer) arrive meanwhile.
+            let child = query
+                .get(pos + m as usize)
+                .and_then(|&local| state.children.get(&(m, local)));
+            if let Some(child) = child {
+                child.prefetch();
+            }
             s.kept.clear();
             if !entered {
                 entered = true;
@@ -108,7 +116,7 @@ impl RunsIndex {
             if s.active.is_empty() || pos == n {
                 break;
             }
-            next = state.children.get(&(m, query[pos])).cloned();
+            next = child.cloned();
         }
         for &slot in &s.active {
             push_depth(out, slot, pos);
