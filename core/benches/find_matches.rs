@@ -7,7 +7,7 @@
 //! another thread applies events without pause: see [`find_matches_under_ingest`].
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
@@ -150,8 +150,8 @@ const INGEST_HOLDERS: u64 = 48;
 /// The other thread, on the other core, makes each worker in turn store one block below its
 /// chain and remove it again (two single-block events, as most engine events are); the
 /// holders' changes (about a fifth) are changes of workers the lookup finds, which it meets
-/// in the index's change log and at those workers' slots. What this measures beyond `find_matches_spread` is what a lookup pays for
-/// sharing lines with a busy writer.
+/// in the index's change log and at those workers' slots. What this measures beyond
+/// `find_matches_spread` is what a lookup pays for sharing lines with a busy writer.
 fn find_matches_under_ingest(c: &mut Criterion) {
     for backend in BACKENDS {
         let mut group = group(c, format!("find_matches_under_ingest/{backend:?}"), 20);
@@ -163,42 +163,34 @@ fn find_matches_under_ingest(c: &mut Criterion) {
         indexer
             .apply_event(Event::stored(Worker::new(1 << 32, 0), 0, None, fork))
             .expect("valid event");
-        for w in 0..INGEST_WORKERS {
-            let len = match w {
-                w if w >= INGEST_HOLDERS => 1 + (w as usize * 7) % 16,
-                w if w % 5 == 0 => 100,
-                _ => 128,
-            };
-            let held = if w < INGEST_HOLDERS {
-                blocks[..len].to_vec()
-            } else {
+        // Each worker's chain, stored once here; the writer hangs its blocks below the last.
+        let held: Vec<Vec<Block>> = (0..INGEST_WORKERS)
+            .map(|w| match w {
+                w if w % 5 == 0 && w < INGEST_HOLDERS => blocks[..100].to_vec(),
+                w if w < INGEST_HOLDERS => blocks.clone(),
                 // A chain of its own (its first block differs from the query's).
-                (0..len as u64)
+                w => (0..1 + (w * 7) % 16)
                     .map(|b| Block::new(!(w << 16 | b), w << 16 | b | 1 << 40))
-                    .collect()
-            };
+                    .collect(),
+            })
+            .collect();
+        for (w, chain) in (0..INGEST_WORKERS).zip(&held) {
             indexer
-                .apply_event(Event::stored(Worker::new(id(w), 0), 0, None, held))
+                .apply_event(Event::stored(Worker::new(id(w), 0), 0, None, chain.clone()))
                 .expect("valid event");
         }
         let stop = AtomicBool::new(false);
-        let applied = AtomicU64::new(0);
         let mut out = Vec::new();
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
+        // Events the writer applied: at least one round, however short the timing (a
+        // filtered-out group times nothing).
+        let applied = std::thread::scope(|scope| {
+            let writer = scope.spawn(|| {
                 let mut events = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for w in 0..INGEST_WORKERS {
+                loop {
+                    for (w, chain) in (0..INGEST_WORKERS).zip(&held) {
                         let worker = Worker::new(id(w), 0);
-                        let (parent, last) = match w {
-                            w if w >= INGEST_HOLDERS => {
-                                let len = 1 + (w * 7) % 16;
-                                (w << 16 | (len - 1) | 1 << 40, w << 16 | len)
-                            }
-                            w if w % 5 == 0 => (blocks[99].seq_hash, 100),
-                            _ => (blocks[127].seq_hash, 128),
-                        };
-                        let extra = 1 << 50 | w << 20 | last;
+                        let parent = chain.last().expect("a chain").seq_hash;
+                        let extra = 1 << 50 | w << 20 | chain.len() as u64;
                         let stored = vec![Block::new(extra ^ 0x5a5a, extra)];
                         indexer
                             .apply_event(Event::stored(worker, events, Some(parent), stored))
@@ -208,8 +200,10 @@ fn find_matches_under_ingest(c: &mut Criterion) {
                             .expect("valid event");
                         events += 2;
                     }
+                    if stop.load(Ordering::Relaxed) {
+                        return events;
+                    }
                 }
-                applied.store(events, Ordering::Relaxed);
             });
             group.bench_function("workers256/128", |b| {
                 b.iter(|| {
@@ -218,10 +212,13 @@ fn find_matches_under_ingest(c: &mut Criterion) {
                 })
             });
             stop.store(true, Ordering::Relaxed);
+            writer.join().expect("the writer applies every event")
         });
         group.finish();
-        // The writer ran and every lookup saw the 48 holders and the fork's.
-        assert!(applied.load(Ordering::Relaxed) > 0);
+        // Every block the writer stored it removed again: the 48 holders and the fork's
+        // worker are the answer.
+        assert!(applied >= 2 * INGEST_WORKERS);
+        indexer.find_matches_into(&locals, &mut out);
         assert_eq!(out.len() as u64, INGEST_HOLDERS + 1);
     }
 }
