@@ -98,6 +98,7 @@ pub enum BackendKind {
 mod change_log;
 mod children;
 mod level;
+mod owners;
 mod records;
 mod registry;
 mod segmented;
