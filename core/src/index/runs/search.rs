@@ -28,13 +28,19 @@ thread_local! {
 fn matched(state: &RunState, query: &[u64]) -> u32 {
     let n = state.locals.len().min(query.len());
     let (ours, theirs) = (&state.locals[..n], &query[..n]);
-    // A chunk at a time while the whole chunk agrees: its differences ORed together, with
-    // no branch per hash (the compiler makes it a few wide instructions); then one at a
-    // time within the first chunk that does not.
-    let mut equal = 0;
-    for (a, b) in ours
+    // One at a time over the first chunk: most queries leave a run within a few blocks
+    // (for another run hung there), and stop here. Past it, a chunk at a time while the
+    // whole chunk agrees, its differences ORed together with no branch per hash (the
+    // compiler makes it a few wide instructions); then one at a time within the first
+    // chunk that does not.
+    let first = count_equal(&ours[..n.min(COMPARE_CHUNK)], theirs);
+    if first < COMPARE_CHUNK {
+        return first as u32;
+    }
+    let mut equal = COMPARE_CHUNK;
+    for (a, b) in ours[equal..]
         .chunks_exact(COMPARE_CHUNK)
-        .zip(theirs.chunks_exact(COMPARE_CHUNK))
+        .zip(theirs[equal..].chunks_exact(COMPARE_CHUNK))
     {
         let differ = a.iter().zip(b).fold(0, |differ, (x, y)| differ | (x ^ y));
         if differ != 0 {
@@ -42,15 +48,16 @@ fn matched(state: &RunState, query: &[u64]) -> u32 {
         }
         equal += COMPARE_CHUNK;
     }
-    let rest = ours[equal..]
-        .iter()
-        .zip(&theirs[equal..])
-        .take_while(|(a, b)| a == b)
-        .count();
-    (equal + rest) as u32
+    (equal + count_equal(&ours[equal..], &theirs[equal..])) as u32
 }
 
-/// How many local hashes [`matched`] compares without a branch.
+/// How many hashes from the start `a` and `b` share.
+fn count_equal(a: &[u64], b: &[u64]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// How many local hashes [`matched`] compares one at a time before it compares them a chunk
+/// at a time, and how many a chunk holds.
 const COMPARE_CHUNK: usize = 8;
 
 impl RunsIndex {
