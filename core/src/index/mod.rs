@@ -98,7 +98,6 @@ pub enum BackendKind {
 mod change_log;
 mod children;
 mod level;
-mod owners;
 mod records;
 mod registry;
 mod segmented;

@@ -25,12 +25,34 @@ use prefetch_index::prefetch_index;
 use rustc_hash::FxBuildHasher;
 
 use super::change_log::{Begun, ChangeLog};
-use super::owners::Owners;
 use super::segmented::Segmented;
 use super::tiers::TierActivity;
 use crate::model::Worker;
 
-/// What readers may know of a slot without locking (besides its owner, kept in [`Owners`]).
+/// Whose a slot is, apart from the rest of its [`SlotInfo`]: sixteen bytes a slot, so that
+/// the many slots of an answer are turned into workers from a few cache lines. Written only
+/// when the slot is given to a worker (see [`Registry::worker_at`] for how readers trust it).
+#[derive(Default)]
+struct Owner {
+    worker_id: AtomicU64,
+    dp_rank: AtomicU32,
+}
+
+impl Owner {
+    #[inline]
+    fn worker(&self) -> Worker {
+        Worker::new(
+            self.worker_id.load(Ordering::Relaxed),
+            self.dp_rank.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Owners kept in the head of the owner table (see [`Segmented`]; 16 KiB): every slot
+/// of most indexes, each turned into its worker by a plain index.
+const OWNERS_HEAD: usize = 1024;
+
+/// What readers may know of a slot without locking (besides its [`Owner`]).
 ///
 /// The fields writers seldom change (freedom, jump safety) come first, on a cache line of
 /// their own; those every change writes (version, touch records) follow on the next ones, so
@@ -255,8 +277,7 @@ pub(crate) struct Registry<S> {
     /// Guesses of workers' slots, for lookups that skip `workers`.
     hints: Box<[Hint]>,
     slots: Segmented<SlotInfo>,
-    /// Whose each slot is (apart from the rest of its [`SlotInfo`]).
-    owners: Owners,
+    owners: Segmented<Owner, OWNERS_HEAD>,
     free_slots: Mutex<Vec<u32>>,
     next_slot: AtomicU32,
     /// Whether any block of any worker is off the device alone (for tiered lookups).
@@ -271,7 +292,7 @@ impl<S: Default> Registry<S> {
             entries: Segmented::new(),
             hints: (0..HINTS).map(|_| Hint::default()).collect(),
             slots: Segmented::new(),
-            owners: Owners::new(),
+            owners: Segmented::new(),
             free_slots: Mutex::new(Vec::new()),
             next_slot: AtomicU32::new(0),
             tiers: TierActivity::default(),
@@ -292,7 +313,9 @@ impl<S: Default> Registry<S> {
         // A reader that reads the new owner (and then fences) also sees everything before
         // this point, the removal that freed the slot among it: its quiet check then fails.
         fence(Ordering::Release);
-        self.owners.set(slot, worker);
+        let owner = self.owners.get_or_alloc(slot as usize);
+        owner.worker_id.store(worker.worker_id, Ordering::Relaxed);
+        owner.dp_rank.store(worker.dp_rank, Ordering::Relaxed);
         info.jumps_unsafe.store(false, Ordering::Relaxed);
         info.free.store(false, Ordering::Relaxed);
         info.end_change(); // odd (free) -> even (stable, this worker's)
@@ -561,7 +584,9 @@ impl<S: Default> Registry<S> {
     /// Whose a slot is (valid only if its version, read before, is unchanged after).
     #[inline]
     pub(crate) fn worker_at(&self, slot: u32) -> Worker {
-        self.owners.get(slot)
+        self.owners
+            .get(slot as usize)
+            .map_or(Worker::default(), Owner::worker)
     }
 
     /// The slot's current worker and version, read while the slot is stable (waiting out a
