@@ -56,6 +56,12 @@ fn count_equal(a: &[u64], b: &[u64]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// A run with at most this many holders per slot still in the race is merged with the race
+/// one holder at a time (the holders a query passes over are few); past it, each slot
+/// gallops to its holder, so that a run held by many more workers than are still in the
+/// race is not read whole.
+const LINEAR_MERGE: usize = 4;
+
 /// How many local hashes [`matched`] compares one at a time before it compares them a chunk
 /// at a time, and how many a chunk holds.
 const COMPARE_CHUNK: usize = 8;
@@ -124,8 +130,15 @@ impl RunsIndex {
                 // The slots still in the race ascend, as the holders do: one pass forward.
                 let held_all = state.holders.as_slice();
                 let mut at = 0;
+                let linear = held_all.len() <= LINEAR_MERGE * s.active.len();
                 for &slot in &s.active {
-                    at = state.holders.seek(at, slot);
+                    if linear {
+                        while held_all.get(at).is_some_and(|h| h.slot() < slot) {
+                            at += 1;
+                        }
+                    } else {
+                        at = state.holders.seek(at, slot);
+                    }
                     let held = match held_all.get(at) {
                         Some(h) if h.slot() == slot => h.held_prefix(m),
                         _ => 0,

@@ -241,3 +241,42 @@ fn chains_longer_than_a_run_match_the_reference_and_survive_snapshots() {
         check(&copy, &format!("restored into {backend:?}"));
     }
 }
+
+/// A query that leaves the first run with few workers still in the race and goes on to a
+/// run held by many more (they hold it past a hole): those few are found among the many,
+/// and so are all of them while the race is wide.
+#[test]
+fn a_narrow_race_meets_a_widely_held_run() {
+    let index = RunsIndex::new();
+    let workers: Vec<Worker> = (0..12).map(|w| Worker::new(w, 0)).collect();
+    for (at, &w) in workers.iter().enumerate() {
+        let base = 1_000 * (at as u64 + 1);
+        apply(&index, chain(w, &X, base));
+        let below = Event::stored(w, 0, Some(base + 3), vec![Block::new(50, base + 500)]);
+        assert!(matches!(apply(&index, below), Outcome::Applied { .. }));
+    }
+    let q = [1, 2, 3, 4, 50];
+    let got = find(&index, &q);
+    assert_eq!(got.len(), 12);
+    assert!(got.iter().all(|m| m.depth == 5));
+    // All but W0 drop their third block: the race leaves the first run with W0 alone.
+    for at in 1..12u64 {
+        apply(
+            &index,
+            Event::removed(workers[at as usize], 0, vec![1_000 * (at + 1) + 2]),
+        );
+    }
+    let got = find(&index, &q);
+    assert_eq!(
+        got[0],
+        Match {
+            worker_id: 0,
+            dp_rank: 0,
+            depth: 5
+        }
+    );
+    assert_eq!(got.len(), 12);
+    for (at, m) in got[1..].iter().enumerate() {
+        assert_eq!((m.worker_id, m.depth), (at as u64 + 1, 2));
+    }
+}
