@@ -151,6 +151,19 @@ impl Holders {
         from + below + rest[below..upto].partition_point(|h| h.slot() < slot)
     }
 
+    /// [`Holders::seek`] one holder at a time: cheaper when `slot` is at most a few holders
+    /// past `from`, as when a query's race is about as wide as the run. `from` is at most
+    /// the number of holders (an index `seek` or `step` returned).
+    #[inline]
+    pub(super) fn step(&self, from: usize, slot: u32) -> usize {
+        debug_assert!(from <= self.held.len());
+        let mut at = from;
+        while self.held.get(at).is_some_and(|h| h.slot() < slot) {
+            at += 1;
+        }
+        at
+    }
+
     fn index_of(&self, slot: u32) -> Result<usize, usize> {
         self.held.binary_search_by_key(&slot, |h| h.slot())
     }
@@ -463,6 +476,9 @@ mod tests {
                     let expect = from.min(slots.len())
                         + slots[from.min(slots.len())..].partition_point(|&s| s < probe);
                     assert_eq!(h.seek(from, probe), expect, "step {step}");
+                    if from <= slots.len() {
+                        assert_eq!(h.step(from, probe), expect, "step {step}");
+                    }
                 }
             }
         }

@@ -132,13 +132,11 @@ impl RunsIndex {
                 let mut at = 0;
                 let linear = held_all.len() <= LINEAR_MERGE * s.active.len();
                 for &slot in &s.active {
-                    if linear {
-                        while held_all.get(at).is_some_and(|h| h.slot() < slot) {
-                            at += 1;
-                        }
+                    at = if linear {
+                        state.holders.step(at, slot)
                     } else {
-                        at = state.holders.seek(at, slot);
-                    }
+                        state.holders.seek(at, slot)
+                    };
                     let held = match held_all.get(at) {
                         Some(h) if h.slot() == slot => h.held_prefix(m),
                         _ => 0,
