@@ -103,6 +103,34 @@ fn duplicate_store_is_a_no_op() {
     expect_everywhere(&ops, &[1, 2], &answer(&[(W0, 2)]));
 }
 
+/// A name twice in one Stored names the later block: the earlier loses it (and with its
+/// only name, is no longer held), in the middle of a long chain and with name 0 too.
+#[test]
+fn a_name_twice_in_one_store_names_the_later_block() {
+    let locals = long_locals(80);
+    let mut blocks: Vec<(u64, u64)> = (0..80).map(|p| (locals[p], 1000 + p as u64)).collect();
+    blocks[50].1 = 1010; // position 10's name again
+    blocks[60].1 = 0;
+    blocks[70].1 = 0;
+    let ops = [stored(W0, None, &blocks)];
+    expect_everywhere(&ops, &locals, &answer(&[(W0, 10)]));
+    // The earlier blocks named again: held through the end.
+    let again = [
+        stored(W0, None, &blocks),
+        stored(W0, Some(1009), &[(locals[10], 7)]),
+        stored(W0, Some(1059), &[(locals[60], 8)]),
+    ];
+    expect_everywhere(&again, &locals, &answer(&[(W0, 80)]));
+    // Dropping the name given twice drops the later block only.
+    let dropped = [
+        stored(W0, None, &blocks),
+        stored(W0, Some(1009), &[(locals[10], 7)]),
+        stored(W0, Some(1059), &[(locals[60], 8)]),
+        removed(W0, &[1010]),
+    ];
+    expect_everywhere(&dropped, &locals, &answer(&[(W0, 50)]));
+}
+
 #[test]
 fn name_reused_for_another_block_replaces_it() {
     let ops = [

@@ -101,11 +101,6 @@ impl<V: Default> ProbeMap<V> {
         self.find(key).map(|at| &mut self.slots[at].1)
     }
 
-    /// Whether `key` is held.
-    pub(super) fn contains_key(&self, key: u64) -> bool {
-        self.get(key).is_some()
-    }
-
     /// Gives `key` the value `value`, returning the value it had.
     pub(super) fn insert(&mut self, key: u64, value: V) -> Option<V> {
         if key == EMPTY {
@@ -131,6 +126,42 @@ impl<V: Default> ProbeMap<V> {
         self.slots[at] = (key, value);
         self.len += 1;
         None
+    }
+
+    /// Where `key` is (`Ok`), or the free slot where it would be placed (`Err`), in a map
+    /// with room for it ([`ProbeMap::reserve`]; never called for `EMPTY`).
+    pub(super) fn vacancy(&self, key: u64) -> Result<usize, usize> {
+        debug_assert!(key != EMPTY && self.len < self.slots.len());
+        let mask = self.slots.len() - 1;
+        let mut at = Self::home(key, mask);
+        loop {
+            match self.slots[at].0 {
+                k if k == key => return Ok(at),
+                EMPTY => return Err(at),
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    /// Inserts `key`, found absent by [`ProbeMap::vacancy`] at `at`, without probing from
+    /// its home again, and returns true; returns false, changing nothing, if `key` was
+    /// inserted since. Only insertions may have come between (no removal, no growth): they
+    /// may have taken `at`, but the slots before it stayed taken, so the key's place (and
+    /// the key itself, if inserted since) is at or after `at`, before the first free slot.
+    pub(super) fn insert_vacant(&mut self, key: u64, value: V, mut at: usize) -> bool {
+        debug_assert!(key != EMPTY);
+        debug_assert!((self.len + 1) * MAX_LOAD_DEN <= self.slots.len() * MAX_LOAD_NUM);
+        let mask = self.slots.len() - 1;
+        loop {
+            match self.slots[at].0 {
+                EMPTY => break,
+                k if k == key => return false,
+                _ => at = (at + 1) & mask,
+            }
+        }
+        self.slots[at] = (key, value);
+        self.len += 1;
+        true
     }
 
     /// Puts an entry known to be absent into its first free slot (room is there).
@@ -260,9 +291,50 @@ mod tests {
                     got.sort_unstable();
                     want.sort_unstable();
                     assert_eq!(got, want, "seed {seed} step {step}");
-                    assert!(model.keys().all(|&n| map.contains_key(n)));
+                    assert!(model.keys().all(|&n| map.get(n).is_some()));
                 }
             }
+        }
+    }
+
+    /// Batches put in as a store puts new names: every free slot found first, then each name
+    /// put at its own; a name twice in a batch is refused the second time, as it is by then
+    /// held.
+    #[test]
+    fn names_put_at_the_slots_found_for_them_agree_with_a_hash_map() {
+        for names in [12u64, 300, 1 << 40] {
+            let mut map = NameMap::default();
+            let mut model: HashMap<u64, u64> = HashMap::new();
+            let mut x = names | 1;
+            for step in 0..4_000u64 {
+                let mut batch = Vec::new();
+                for _ in 0..1 + step % 9 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    batch.push(1 + x % names);
+                }
+                map.reserve(batch.len());
+                let found: Vec<Result<usize, usize>> =
+                    batch.iter().map(|&n| map.vacancy(n)).collect();
+                for (&name, found) in batch.iter().zip(found) {
+                    match found {
+                        Ok(at) => assert_eq!(map.slots[at].0, name),
+                        Err(at) => {
+                            let put = map.insert_vacant(name, step, at);
+                            assert_eq!(put, model.insert(name, step).is_none());
+                            if !put {
+                                model.insert(name, *map.get(name).expect("held"));
+                            }
+                        }
+                    }
+                }
+                // Removals between batches, as events between stores.
+                let gone = 1 + x % names;
+                assert_eq!(map.remove(gone), model.remove(&gone));
+                assert_eq!(map.len(), model.len(), "names {names} step {step}");
+            }
+            assert!(model.iter().all(|(&n, v)| map.get(n) == Some(v)));
         }
     }
 

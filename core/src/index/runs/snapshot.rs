@@ -82,8 +82,16 @@ impl RunsIndex {
             for &(name, tiers) in names {
                 let first = WorkerTiers::restored_first(tiers);
                 state.count_names(&spot.run, 1);
-                let new_name =
-                    self.add_name(state, slot, name, &spot.run, spot.offset, newly, first);
+                let new_name = self.add_name(
+                    state,
+                    slot,
+                    name,
+                    &spot.run,
+                    spot.offset,
+                    newly,
+                    first,
+                    None,
+                );
                 self.registry.add_blocks(slot, i64::from(new_name));
                 newly = false; // its other names are extra ones
                 let activity = &self.registry.tiers;

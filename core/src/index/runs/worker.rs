@@ -139,8 +139,8 @@ impl RunsIndex {
             }
             hang = offset + 1;
             state.count_names(&run, 1);
-            new_names +=
-                i64::from(self.add_name(state, slot, block.seq_hash, &run, offset, newly, tier));
+            let added = self.add_name(state, slot, block.seq_hash, &run, offset, newly, tier, None);
+            new_names += i64::from(added);
         }
         self.registry.add_blocks(slot, new_names);
         Outcome::Applied {
@@ -152,10 +152,12 @@ impl RunsIndex {
     /// the worker and whose blocks lie in `run` itself from `hang` on (there already, or
     /// appended at its end); returns how many, and how many names that added.
     ///
-    /// Three passes: the worker's name map is read for all of them first (independent
-    /// reads, whose misses overlap); then the run is locked once while the blocks are
-    /// attached (a short hold: no name-map access under the lock, so readers of the run
-    /// wait for little); then the names are given as [`RunsIndex::add_name`] gives them.
+    /// Three passes: the worker's name map is probed for all of them first (independent
+    /// reads, whose misses overlap), keeping the free slot each new name goes to; then the
+    /// run is locked once while the blocks are attached (a short hold: no name-map access
+    /// under the lock, so readers of the run wait for little); then the names are given as
+    /// [`RunsIndex::add_name`] gives them, each put in the slot kept for it (one probe per
+    /// name in all).
     #[allow(clippy::too_many_arguments)]
     fn store_in_run(
         &self,
@@ -171,19 +173,28 @@ impl RunsIndex {
             return (0, 0); // the root holds no blocks: every chain starts in a child
         }
         let segment = &blocks[..blocks.len().min(SEGMENT)];
+        // Room for every name of the segment first: the free slots found below stay free
+        // for them.
+        state.names.reserve(segment.len());
         for block in segment.iter().take(PREFETCH_AHEAD) {
             state.names.prefetch(block.seq_hash);
         }
-        let fresh = segment
-            .iter()
-            .enumerate()
-            .take_while(|&(at, block)| {
-                if let Some(ahead) = segment.get(at + PREFETCH_AHEAD) {
-                    state.names.prefetch(ahead.seq_hash);
-                }
-                !state.names.contains_key(block.seq_hash)
-            })
-            .count();
+        // Where each new name goes in the map, found once (the names are put there below).
+        let mut places = [0usize; SEGMENT];
+        let mut fresh = 0;
+        for (at, block) in segment.iter().enumerate() {
+            if let Some(ahead) = segment.get(at + PREFETCH_AHEAD) {
+                state.names.prefetch(ahead.seq_hash);
+            }
+            if block.seq_hash == 0 {
+                break; // the map keeps that name aside: the general path stores it
+            }
+            match state.names.vacancy(block.seq_hash) {
+                Ok(_) => break,
+                Err(place) => places[at] = place,
+            }
+            fresh += 1;
+        }
         if fresh == 0 {
             return (0, 0);
         }
@@ -227,7 +238,9 @@ impl RunsIndex {
         for (at, block) in blocks[..taken].iter().enumerate() {
             let newly = newly_held >> at & 1 == 1;
             let offset = hang + at as u32;
-            let new_name = self.add_name(state, slot, block.seq_hash, run, offset, newly, tier);
+            let place = Some(places[at]);
+            let new_name =
+                self.add_name(state, slot, block.seq_hash, run, offset, newly, tier, place);
             new_names += i64::from(new_name);
         }
         (taken, new_names)
@@ -241,8 +254,13 @@ impl RunsIndex {
     /// The name must be counted in `run` first ([`WorkerState::count_names`]): counted
     /// before the name's old block is released, since that one may be in this run.
     ///
+    /// `place`: where [`NameMap::vacancy`] found the name's free slot, if it did, with only
+    /// insertions into the map since; the name is put there without a second probe (or as
+    /// any other name, if one of those insertions gave it already).
+    ///
     /// [`Registry::add_blocks`]: crate::index::registry::Registry::add_blocks
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn add_name(
         &self,
         state: &mut WorkerState,
@@ -252,12 +270,16 @@ impl RunsIndex {
         offset: u32,
         newly: bool,
         tier: Tier,
+        place: Option<usize>,
     ) -> bool {
         let key = key(run.id, offset);
         if !newly {
             *state.extra_names.entry(key).or_insert(0) += 1;
         }
-        let old = state.names.insert(name, key);
+        let old = match place {
+            Some(place) if state.names.insert_vacant(name, key, place) => None,
+            _ => state.names.insert(name, key),
+        };
         if let Some(old) = old {
             state.tiers.forget(name, &self.registry.tiers);
             self.release(state, slot, old);
