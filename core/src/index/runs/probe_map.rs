@@ -57,20 +57,25 @@ impl<V: Default> ProbeMap<V> {
         (mixed >> 32) as usize & mask
     }
 
+    /// The probe from slot `at` on: where `key` is (`Ok`), or the first free slot (`Err`).
+    /// The map has slots, and a free one (never called for `EMPTY`).
+    fn probe_from(&self, key: u64, mut at: usize) -> Result<usize, usize> {
+        let mask = self.slots.len() - 1;
+        loop {
+            match self.slots[at].0 {
+                k if k == key => return Ok(at),
+                EMPTY => return Err(at),
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
     /// Where `key` is, if held (never called for `EMPTY`).
     fn find(&self, key: u64) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
-        let mut at = Self::home(key, mask);
-        loop {
-            match self.slots[at].0 {
-                k if k == key => return Some(at),
-                EMPTY => return None,
-                _ => at = (at + 1) & mask,
-            }
-        }
+        self.vacancy(key).ok()
     }
 
     /// Asks the processor to bring `key`'s home slot into the cache, without
@@ -114,33 +119,21 @@ impl<V: Default> ProbeMap<V> {
             self.reserve(1);
         }
         // One probe: the key's slot, or the first free one.
-        let mask = self.slots.len() - 1;
-        let mut at = Self::home(key, mask);
-        loop {
-            match self.slots[at].0 {
-                k if k == key => return Some(std::mem::replace(&mut self.slots[at].1, value)),
-                EMPTY => break,
-                _ => at = (at + 1) & mask,
+        match self.vacancy(key) {
+            Ok(at) => Some(std::mem::replace(&mut self.slots[at].1, value)),
+            Err(at) => {
+                self.slots[at] = (key, value);
+                self.len += 1;
+                None
             }
         }
-        self.slots[at] = (key, value);
-        self.len += 1;
-        None
     }
 
     /// Where `key` is (`Ok`), or the free slot where it would be placed (`Err`), in a map
     /// with room for it ([`ProbeMap::reserve`]; never called for `EMPTY`).
     pub(super) fn vacancy(&self, key: u64) -> Result<usize, usize> {
         debug_assert!(key != EMPTY && self.len < self.slots.len());
-        let mask = self.slots.len() - 1;
-        let mut at = Self::home(key, mask);
-        loop {
-            match self.slots[at].0 {
-                k if k == key => return Ok(at),
-                EMPTY => return Err(at),
-                _ => at = (at + 1) & mask,
-            }
-        }
+        self.probe_from(key, Self::home(key, self.slots.len() - 1))
     }
 
     /// Inserts `key`, found absent by [`ProbeMap::vacancy`] at `at`, without probing from
@@ -148,20 +141,17 @@ impl<V: Default> ProbeMap<V> {
     /// inserted since. Only insertions may have come between (no removal, no growth): they
     /// may have taken `at`, but the slots before it stayed taken, so the key's place (and
     /// the key itself, if inserted since) is at or after `at`, before the first free slot.
-    pub(super) fn insert_vacant(&mut self, key: u64, value: V, mut at: usize) -> bool {
+    pub(super) fn insert_vacant(&mut self, key: u64, value: V, at: usize) -> bool {
         debug_assert!(key != EMPTY);
         debug_assert!((self.len + 1) * MAX_LOAD_DEN <= self.slots.len() * MAX_LOAD_NUM);
-        let mask = self.slots.len() - 1;
-        loop {
-            match self.slots[at].0 {
-                EMPTY => break,
-                k if k == key => return false,
-                _ => at = (at + 1) & mask,
+        match self.probe_from(key, at) {
+            Ok(_) => false,
+            Err(at) => {
+                self.slots[at] = (key, value);
+                self.len += 1;
+                true
             }
         }
-        self.slots[at] = (key, value);
-        self.len += 1;
-        true
     }
 
     /// Puts an entry known to be absent into its first free slot (room is there).
