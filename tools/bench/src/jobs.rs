@@ -12,7 +12,10 @@ use crate::cli::{
 use crate::meta::RunMeta;
 use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::report::FirstBlock;
-use crate::rounds::{beyond_harness, median_reports, paired_ratios, BeyondHarness, PairedRatio};
+use crate::rounds::{
+    beyond_harness, median_reports, p50_figures, paired_ratios, BeyondHarness, PairedRatio,
+    RoundP50,
+};
 use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput, View};
 use crate::study::{self, StudyRow, Targets};
 use crate::trace::{read_trace, Request};
@@ -716,6 +719,14 @@ struct Results<'a> {
     /// per operation beyond null's in the same round (nanoseconds).
     #[serde(skip_serializing_if = "<[BeyondHarness]>::is_empty")]
     beyond_harness: &'a [BeyondHarness],
+    /// With `--rounds` 2 or more: each index's closed-loop find p50 over the rounds
+    /// (nanoseconds).
+    #[serde(skip_serializing_if = "<[RoundP50]>::is_empty")]
+    find_p50: &'a [RoundP50],
+    /// With `--rounds` 2 or more: each index's closed-loop find p50 over each reference
+    /// index's (other than `null`) in the same round.
+    #[serde(skip_serializing_if = "<[PairedRatio]>::is_empty")]
+    find_p50_ratios: &'a [PairedRatio],
 }
 
 /// A workload's file and counts, as `results.json` gives them.
@@ -800,6 +811,8 @@ fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
 struct RoundFigures {
     ratios: Vec<PairedRatio>,
     beyond_harness: Vec<BeyondHarness>,
+    p50: Vec<RoundP50>,
+    p50_ratios: Vec<PairedRatio>,
 }
 
 /// Measures every subject on the workload, and on the compared workload first when there is
@@ -840,19 +853,19 @@ fn measure_all(
             .filter(of_main)
             .map(|r| r.name.clone())
             .collect();
-        let rates: Vec<Vec<f64>> = by_round
-            .iter()
-            .map(|reports| {
-                reports
-                    .iter()
-                    .filter(of_main)
-                    .map(|r| r.closed.ops_per_s())
-                    .collect()
-            })
-            .collect();
+        let per_round = |figure: fn(&SubjectReport) -> f64| -> Vec<Vec<f64>> {
+            by_round
+                .iter()
+                .map(|reports| reports.iter().filter(of_main).map(figure).collect())
+                .collect()
+        };
+        let rates = per_round(|r| r.closed.ops_per_s());
+        let (p50, p50_ratios) = p50_figures(&names, &per_round(|r| r.closed.p50_ns as f64));
         RoundFigures {
             ratios: paired_ratios(&names, &rates),
             beyond_harness: beyond_harness(&names, &rates),
+            p50,
+            p50_ratios,
         }
     } else {
         RoundFigures::default()
@@ -958,6 +971,14 @@ fn replay_and_report(
         );
         print!("{}", report::beyond_harness_table(&rounds.beyond_harness));
     }
+    if !rounds.p50.is_empty() {
+        println!(
+            "\nclosed-loop find p50, and over a reference's in the same round, median (min-max) \
+             of {} rounds:",
+            opts.rounds
+        );
+        print!("{}", report::p50_table(&rounds.p50, &rounds.p50_ratios));
+    }
     let indicative = report::indicative([
         report::indicative_reason(&reports),
         report::load_reason(meta.machine.load_average, meta.machine.cores),
@@ -1005,6 +1026,8 @@ fn replay_and_report(
         indexes: &reports,
         paired_ratios: &rounds.ratios,
         beyond_harness: &rounds.beyond_harness,
+        find_p50: &rounds.p50,
+        find_p50_ratios: &rounds.p50_ratios,
     };
     let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     std::fs::write(&json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
@@ -1195,7 +1218,16 @@ mod tests {
         assert_eq!(beyond.len(), 1);
         assert_eq!(beyond[0]["subject"], "positional");
         assert_eq!(beyond[0]["rounds"].as_array().unwrap().len(), 3);
+        // Every index's find p50 in each round; none is divided by null's.
+        let p50 = r["find_p50"].as_array().unwrap();
+        let subjects: Vec<&str> = p50.iter().map(|p| p["subject"].as_str().unwrap()).collect();
+        assert_eq!(subjects, vec!["positional", "null"]);
+        let rounds = p50[0]["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3);
+        assert!(rounds.iter().all(|v| v.as_f64().unwrap() > 0.0));
+        assert!(r["find_p50_ratios"].is_null(), "no reference but null");
         let r1 = small_main_job(&[]);
         assert!(r1["paired_ratios"].is_null(), "one round: no ratios");
+        assert!(r1["find_p50"].is_null(), "one round: no spread");
     }
 }

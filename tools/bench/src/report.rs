@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::replay::SubjectReport;
-use crate::rounds::{BeyondHarness, PairedRatio};
+use crate::rounds::{BeyondHarness, PairedRatio, RoundP50};
 use crate::sim::{Policy, Routing};
 use crate::study::{StudyRow, Targets};
 use crate::workload::Counts;
@@ -461,20 +461,59 @@ pub fn ratio_table(ratios: &[PairedRatio]) -> String {
         .iter()
         .map(|&subject| {
             let mut row = vec![subject.to_string()];
-            row.extend(references.iter().map(|&against| {
-                ratios
+            row.extend(
+                references
                     .iter()
-                    .find(|r| r.subject == subject && r.against == against)
-                    .map_or(String::new(), |r| {
-                        let r = &r.ratio;
-                        format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
-                    })
-            }));
+                    .map(|&against| ratio_cell(ratios, subject, against)),
+            );
             row
         })
         .collect();
     let headers: Vec<String> = references.iter().map(|a| format!("/ {a}")).collect();
     let mut header = vec!["index"];
+    header.extend(headers.iter().map(String::as_str));
+    table(&header, &rows)
+}
+
+/// `subject`'s ratio over `against` among `ratios` as `median (min-max)`; empty if there is
+/// none.
+fn ratio_cell(ratios: &[PairedRatio], subject: &str, against: &str) -> String {
+    ratios
+        .iter()
+        .find(|r| r.subject == subject && r.against == against)
+        .map_or(String::new(), |r| {
+            let r = &r.ratio;
+            format!("{:.2}x ({:.2}-{:.2})", r.median, r.min, r.max)
+        })
+}
+
+/// The find p50s of `--rounds`: one row per index, its p50 and then its p50 over each
+/// reference index's in the same round, each cell `median (min-max)` over the rounds.
+pub fn p50_table(p50: &[RoundP50], ratios: &[PairedRatio]) -> String {
+    let mut references: Vec<&str> = Vec::new();
+    for r in ratios {
+        if !references.contains(&r.against.as_str()) {
+            references.push(&r.against);
+        }
+    }
+    let rows: Vec<Vec<String>> = p50
+        .iter()
+        .map(|p| {
+            let t = &p.p50_ns;
+            let mut row = vec![
+                p.subject.clone(),
+                format!("{:.0} ns ({:.0}-{:.0})", t.median, t.min, t.max),
+            ];
+            row.extend(
+                references
+                    .iter()
+                    .map(|&against| ratio_cell(ratios, &p.subject, against)),
+            );
+            row
+        })
+        .collect();
+    let headers: Vec<String> = references.iter().map(|a| format!("/ {a}")).collect();
+    let mut header = vec!["index", "find p50"];
     header.extend(headers.iter().map(String::as_str));
     table(&header, &rows)
 }

@@ -7,6 +7,8 @@
 //! index once per round and reports, for each index, the median and range over the rounds of
 //! its rate divided by each reference index's rate in the same round, and, when the `null`
 //! subject is measured, of its time per operation beyond null's (what the index itself costs).
+//! Each index's closed-loop find p50 is reported the same way: its median and range over the
+//! rounds, and its p50 over each reference index's (other than `null`) in the same round.
 
 use serde::Serialize;
 
@@ -70,6 +72,16 @@ pub struct BeyondHarness {
     pub ns_per_op: Spread,
 }
 
+/// One index's closed-loop find p50 over the rounds, in nanoseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RoundP50 {
+    /// The index measured.
+    pub subject: String,
+    /// Its find p50 over the rounds.
+    #[serde(flatten)]
+    pub p50_ns: Spread,
+}
+
 /// The median of `values` (the mean of the two middle ones for an even count); `None` if empty.
 pub fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
@@ -82,9 +94,9 @@ pub fn median(values: &[f64]) -> Option<f64> {
     }
 }
 
-/// The closed-loop rate (ops/s) of each index in each round: `rounds[r][i]` is index `i` of
-/// `names` in round `r`. Returns every (index, reference) pair's ratios, in the order of
-/// `names` (indexes, then references).
+/// One figure of each index in each round (the closed-loop rate in ops/s, or the find p50):
+/// `rounds[r][i]` is index `i` of `names` in round `r`. Returns every (index, reference)
+/// pair's ratios, in the order of `names` (indexes, then references).
 pub fn paired_ratios(names: &[String], rounds: &[Vec<f64>]) -> Vec<PairedRatio> {
     let mut out = Vec::new();
     for (s, subject) in names.iter().enumerate() {
@@ -126,6 +138,25 @@ pub fn beyond_harness(names: &[String], rounds: &[Vec<f64>]) -> Vec<BeyondHarnes
             })
         })
         .collect()
+}
+
+/// The closed-loop find p50 of each index in each round (`rounds[r][i]`, nanoseconds, as in
+/// [`paired_ratios`]): each index's spread over the rounds, and its p50 over each reference's
+/// in the same round (not over `null`'s, which answers nothing).
+pub fn p50_figures(names: &[String], rounds: &[Vec<f64>]) -> (Vec<RoundP50>, Vec<PairedRatio>) {
+    let spreads = names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, subject)| {
+            Some(RoundP50 {
+                subject: subject.clone(),
+                p50_ns: Spread::of(rounds.iter().map(|p50s| p50s[i]).collect())?,
+            })
+        })
+        .collect();
+    let mut ratios = paired_ratios(names, rounds);
+    ratios.retain(|r| r.against != Subject::Null.name() && r.subject != Subject::Null.name());
+    (spreads, ratios)
 }
 
 /// Reduces the reports of several rounds (`rounds[r]`: one report per index, in the same
@@ -192,6 +223,37 @@ mod tests {
         let r = &ratios[2].ratio;
         assert_eq!(r.rounds, vec![0.5, 0.5, 2.0 / 3.0]);
         assert_eq!(r.median, 0.5);
+    }
+
+    #[test]
+    fn find_p50s_spread_over_rounds_and_are_divided_within_each_round_but_not_by_null() {
+        let names: Vec<String> = ["runs", "null", "peer-smg"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let rounds = vec![
+            vec![800.0, 30.0, 700.0],
+            vec![1200.0, 40.0, 600.0],
+            vec![700.0, 30.0, 1000.0],
+        ];
+        let (spreads, ratios) = p50_figures(&names, &rounds);
+        let runs = &spreads[0];
+        assert_eq!(runs.subject, "runs");
+        assert_eq!(runs.p50_ns.rounds, vec![800.0, 1200.0, 700.0]);
+        assert_eq!(
+            (runs.p50_ns.median, runs.p50_ns.min, runs.p50_ns.max),
+            (800.0, 700.0, 1200.0)
+        );
+        assert_eq!(spreads.len(), 3);
+        let pairs: Vec<(&str, &str)> = ratios
+            .iter()
+            .map(|r| (r.subject.as_str(), r.against.as_str()))
+            .collect();
+        assert_eq!(pairs, vec![("runs", "peer-smg")]);
+        // Within each round: 800/700, 1200/600, 700/1000; the median is the first.
+        let r = &ratios[0].ratio;
+        assert_eq!(r.rounds, vec![800.0 / 700.0, 2.0, 0.7]);
+        assert_eq!(r.median, 800.0 / 700.0);
     }
 
     #[test]
