@@ -13,8 +13,8 @@ use crate::meta::RunMeta;
 use crate::replay::{self, Plan, SubjectReport, Threads};
 use crate::report::FirstBlock;
 use crate::rounds::{
-    beyond_harness, median_reports, p50_figures, paired_ratios, BeyondHarness, PairedRatio,
-    RoundP50,
+    beyond_harness, latency_figures, median_reports, paired_ratios, BeyondHarness, PairedRatio,
+    RoundLatency,
 };
 use crate::sim::{simulate, EngineHash, Policy, Routing, SimConfig, SimOutput, View};
 use crate::study::{self, StudyRow, Targets};
@@ -719,10 +719,10 @@ struct Results<'a> {
     /// per operation beyond null's in the same round (nanoseconds).
     #[serde(skip_serializing_if = "<[BeyondHarness]>::is_empty")]
     beyond_harness: &'a [BeyondHarness],
-    /// With `--rounds` 2 or more: each index's closed-loop find p50 over the rounds
+    /// With `--rounds` 2 or more: each index's closed-loop find p50 and p99 over the rounds
     /// (nanoseconds).
-    #[serde(skip_serializing_if = "<[RoundP50]>::is_empty")]
-    find_p50: &'a [RoundP50],
+    #[serde(skip_serializing_if = "<[RoundLatency]>::is_empty")]
+    find_latency: &'a [RoundLatency],
     /// With `--rounds` 2 or more: each index's closed-loop find p50 over each reference
     /// index's (other than `null`) in the same round.
     #[serde(skip_serializing_if = "<[PairedRatio]>::is_empty")]
@@ -811,7 +811,7 @@ fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
 struct RoundFigures {
     ratios: Vec<PairedRatio>,
     beyond_harness: Vec<BeyondHarness>,
-    p50: Vec<RoundP50>,
+    latency: Vec<RoundLatency>,
     p50_ratios: Vec<PairedRatio>,
 }
 
@@ -860,11 +860,15 @@ fn measure_all(
                 .collect()
         };
         let rates = per_round(|r| r.closed.ops_per_s());
-        let (p50, p50_ratios) = p50_figures(&names, &per_round(|r| r.closed.p50_ns as f64));
+        let (latency, p50_ratios) = latency_figures(
+            &names,
+            &per_round(|r| r.closed.p50_ns as f64),
+            &per_round(|r| r.closed.p99_ns as f64),
+        );
         RoundFigures {
             ratios: paired_ratios(&names, &rates),
             beyond_harness: beyond_harness(&names, &rates),
-            p50,
+            latency,
             p50_ratios,
         }
     } else {
@@ -971,13 +975,16 @@ fn replay_and_report(
         );
         print!("{}", report::beyond_harness_table(&rounds.beyond_harness));
     }
-    if !rounds.p50.is_empty() {
+    if !rounds.latency.is_empty() {
         println!(
-            "\nclosed-loop find p50, and over a reference's in the same round, median (min-max) \
-             of {} rounds:",
+            "\nclosed-loop find p50 and p99, and p50 over a reference's in the same round, median \
+             (min-max) of {} rounds:",
             opts.rounds
         );
-        print!("{}", report::p50_table(&rounds.p50, &rounds.p50_ratios));
+        print!(
+            "{}",
+            report::latency_table(&rounds.latency, &rounds.p50_ratios)
+        );
     }
     let indicative = report::indicative([
         report::indicative_reason(&reports),
@@ -1026,7 +1033,7 @@ fn replay_and_report(
         indexes: &reports,
         paired_ratios: &rounds.ratios,
         beyond_harness: &rounds.beyond_harness,
-        find_p50: &rounds.p50,
+        find_latency: &rounds.latency,
         find_p50_ratios: &rounds.p50_ratios,
     };
     let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
@@ -1218,16 +1225,23 @@ mod tests {
         assert_eq!(beyond.len(), 1);
         assert_eq!(beyond[0]["subject"], "positional");
         assert_eq!(beyond[0]["rounds"].as_array().unwrap().len(), 3);
-        // Every index's find p50 in each round; none is divided by null's.
-        let p50 = r["find_p50"].as_array().unwrap();
-        let subjects: Vec<&str> = p50.iter().map(|p| p["subject"].as_str().unwrap()).collect();
+        // Every index's find p50 and p99 in each round; none is divided by null's.
+        let latency = r["find_latency"].as_array().unwrap();
+        let subjects: Vec<&str> = latency
+            .iter()
+            .map(|p| p["subject"].as_str().unwrap())
+            .collect();
         assert_eq!(subjects, vec!["positional", "null"]);
-        let rounds = p50[0]["rounds"].as_array().unwrap();
-        assert_eq!(rounds.len(), 3);
-        assert!(rounds.iter().all(|v| v.as_f64().unwrap() > 0.0));
+        let p50s = latency[0]["p50_ns"]["rounds"].as_array().unwrap();
+        let p99s = latency[0]["p99_ns"]["rounds"].as_array().unwrap();
+        assert_eq!((p50s.len(), p99s.len()), (3, 3));
+        for (p50, p99) in p50s.iter().zip(p99s) {
+            let (p50, p99) = (p50.as_f64().unwrap(), p99.as_f64().unwrap());
+            assert!(p50 > 0.0 && p50 <= p99, "{p50} {p99}");
+        }
         assert!(r["find_p50_ratios"].is_null(), "no reference but null");
         let r1 = small_main_job(&[]);
         assert!(r1["paired_ratios"].is_null(), "one round: no ratios");
-        assert!(r1["find_p50"].is_null(), "one round: no spread");
+        assert!(r1["find_latency"].is_null(), "one round: no spread");
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::replay::SubjectReport;
-use crate::rounds::{BeyondHarness, PairedRatio, RoundP50};
+use crate::rounds::{BeyondHarness, PairedRatio, RoundLatency, Spread};
 use crate::sim::{Policy, Routing};
 use crate::study::{StudyRow, Targets};
 use crate::workload::Counts;
@@ -15,6 +15,23 @@ pub fn ns(v: u64) -> String {
         10_000..=9_999_999 => format!("{:.1} us", v as f64 / 1e3),
         _ => format!("{:.1} ms", v as f64 / 1e6),
     }
+}
+
+/// A spread of durations in nanoseconds, humanly: `median (min-max)`, all in the unit [`ns`]
+/// gives the largest.
+pub fn ns_spread(t: &Spread) -> String {
+    let (scale, unit) = match t.max {
+        m if m < 10_000.0 => (1.0, "ns"),
+        m if m < 10_000_000.0 => (1e3, "us"),
+        _ => (1e6, "ms"),
+    };
+    let digits = usize::from(scale > 1.0);
+    format!(
+        "{:.digits$} {unit} ({:.digits$}-{:.digits$})",
+        t.median / scale,
+        t.min / scale,
+        t.max / scale
+    )
 }
 
 /// A rate, humanly.
@@ -487,22 +504,22 @@ fn ratio_cell(ratios: &[PairedRatio], subject: &str, against: &str) -> String {
         })
 }
 
-/// The find p50s of `--rounds`: one row per index, its p50 and then its p50 over each
-/// reference index's in the same round, each cell `median (min-max)` over the rounds.
-pub fn p50_table(p50: &[RoundP50], ratios: &[PairedRatio]) -> String {
+/// The find latencies of `--rounds`: one row per index, its p50 and p99 and then its p50 over
+/// each reference index's in the same round, each cell `median (min-max)` over the rounds.
+pub fn latency_table(latency: &[RoundLatency], ratios: &[PairedRatio]) -> String {
     let mut references: Vec<&str> = Vec::new();
     for r in ratios {
         if !references.contains(&r.against.as_str()) {
             references.push(&r.against);
         }
     }
-    let rows: Vec<Vec<String>> = p50
+    let rows: Vec<Vec<String>> = latency
         .iter()
         .map(|p| {
-            let t = &p.p50_ns;
             let mut row = vec![
                 p.subject.clone(),
-                format!("{:.0} ns ({:.0}-{:.0})", t.median, t.min, t.max),
+                ns_spread(&p.p50_ns),
+                ns_spread(&p.p99_ns),
             ];
             row.extend(
                 references
@@ -513,7 +530,7 @@ pub fn p50_table(p50: &[RoundP50], ratios: &[PairedRatio]) -> String {
         })
         .collect();
     let headers: Vec<String> = references.iter().map(|a| format!("/ {a}")).collect();
-    let mut header = vec!["index", "find p50"];
+    let mut header = vec!["index", "find p50", "find p99"];
     header.extend(headers.iter().map(String::as_str));
     table(&header, &rows)
 }
@@ -607,6 +624,15 @@ mod tests {
     fn units_and_alignment() {
         assert_eq!(ns(812), "812 ns");
         assert_eq!(ns(15_300), "15.3 us");
+        let spread = |median, min, max| Spread::of(vec![min, median, max]).unwrap();
+        assert_eq!(
+            ns_spread(&spread(842.0, 811.0, 1182.0)),
+            "842 ns (811-1182)"
+        );
+        assert_eq!(
+            ns_spread(&spread(3305.0, 3215.0, 12_040.0)),
+            "3.3 us (3.2-12.0)"
+        );
         assert_eq!(rate(1_400_000.0), "1.40M");
         assert_eq!(bytes(3 << 20), "3.0 MiB");
         let t = table(&["a", "bb"], &[vec!["xyz".into(), "1".into()]]);

@@ -7,8 +7,9 @@
 //! index once per round and reports, for each index, the median and range over the rounds of
 //! its rate divided by each reference index's rate in the same round, and, when the `null`
 //! subject is measured, of its time per operation beyond null's (what the index itself costs).
-//! Each index's closed-loop find p50 is reported the same way: its median and range over the
-//! rounds, and its p50 over each reference index's (other than `null`) in the same round.
+//! Each index's closed-loop find p50 and p99 are reported the same way: their median and range
+//! over the rounds, and the p50 over each reference index's (other than `null`) in the same
+//! round.
 
 use serde::Serialize;
 
@@ -72,14 +73,15 @@ pub struct BeyondHarness {
     pub ns_per_op: Spread,
 }
 
-/// One index's closed-loop find p50 over the rounds, in nanoseconds.
+/// One index's closed-loop find latency over the rounds, in nanoseconds.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RoundP50 {
+pub struct RoundLatency {
     /// The index measured.
     pub subject: String,
     /// Its find p50 over the rounds.
-    #[serde(flatten)]
     pub p50_ns: Spread,
+    /// Its find p99 over the rounds.
+    pub p99_ns: Spread,
 }
 
 /// The median of `values` (the mean of the two middle ones for an even count); `None` if empty.
@@ -140,21 +142,28 @@ pub fn beyond_harness(names: &[String], rounds: &[Vec<f64>]) -> Vec<BeyondHarnes
         .collect()
 }
 
-/// The closed-loop find p50 of each index in each round (`rounds[r][i]`, nanoseconds, as in
-/// [`paired_ratios`]): each index's spread over the rounds, and its p50 over each reference's
-/// in the same round (not over `null`'s, which answers nothing).
-pub fn p50_figures(names: &[String], rounds: &[Vec<f64>]) -> (Vec<RoundP50>, Vec<PairedRatio>) {
+/// The closed-loop find p50 and p99 of each index in each round (`p50s[r][i]`, `p99s[r][i]`,
+/// nanoseconds, as in [`paired_ratios`]): each index's spreads over the rounds, and its p50
+/// over each reference's in the same round (not over `null`'s, which answers nothing).
+pub fn latency_figures(
+    names: &[String],
+    p50s: &[Vec<f64>],
+    p99s: &[Vec<f64>],
+) -> (Vec<RoundLatency>, Vec<PairedRatio>) {
+    let of_index =
+        |rounds: &[Vec<f64>], i: usize| Spread::of(rounds.iter().map(|r| r[i]).collect());
     let spreads = names
         .iter()
         .enumerate()
         .filter_map(|(i, subject)| {
-            Some(RoundP50 {
+            Some(RoundLatency {
                 subject: subject.clone(),
-                p50_ns: Spread::of(rounds.iter().map(|p50s| p50s[i]).collect())?,
+                p50_ns: of_index(p50s, i)?,
+                p99_ns: of_index(p99s, i)?,
             })
         })
         .collect();
-    let mut ratios = paired_ratios(names, rounds);
+    let mut ratios = paired_ratios(names, p50s);
     ratios.retain(|r| r.against != Subject::Null.name() && r.subject != Subject::Null.name());
     (spreads, ratios)
 }
@@ -226,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn find_p50s_spread_over_rounds_and_are_divided_within_each_round_but_not_by_null() {
+    fn find_latencies_spread_over_rounds_and_p50s_are_divided_within_each_round_but_not_by_null() {
         let names: Vec<String> = ["runs", "null", "peer-smg"]
             .iter()
             .map(|s| s.to_string())
@@ -236,7 +245,11 @@ mod tests {
             vec![1200.0, 40.0, 600.0],
             vec![700.0, 30.0, 1000.0],
         ];
-        let (spreads, ratios) = p50_figures(&names, &rounds);
+        let p99s: Vec<Vec<f64>> = rounds
+            .iter()
+            .map(|r| r.iter().map(|p50| 5.0 * p50).collect())
+            .collect();
+        let (spreads, ratios) = latency_figures(&names, &rounds, &p99s);
         let runs = &spreads[0];
         assert_eq!(runs.subject, "runs");
         assert_eq!(runs.p50_ns.rounds, vec![800.0, 1200.0, 700.0]);
@@ -244,6 +257,8 @@ mod tests {
             (runs.p50_ns.median, runs.p50_ns.min, runs.p50_ns.max),
             (800.0, 700.0, 1200.0)
         );
+        assert_eq!(runs.p99_ns.rounds, vec![4000.0, 6000.0, 3500.0]);
+        assert_eq!(runs.p99_ns.median, 4000.0);
         assert_eq!(spreads.len(), 3);
         let pairs: Vec<(&str, &str)> = ratios
             .iter()
