@@ -1200,12 +1200,15 @@ mod tests {
     fn rounds_pair_every_index_with_the_references_of_its_round() {
         let r = small_main_job(&["--subjects", "null", "--rounds", "3"]);
         assert_eq!(r["replay"]["rounds"], 3);
+        // Each entry's `key`, as text.
+        let texts = |entries: &[serde_json::Value], key: &str| -> Vec<String> {
+            entries
+                .iter()
+                .map(|e| e[key].as_str().unwrap().to_string())
+                .collect()
+        };
         let indexes = r["indexes"].as_array().unwrap();
-        let names: Vec<&str> = indexes
-            .iter()
-            .map(|i| i["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, vec!["positional", "null"]);
+        assert_eq!(texts(indexes, "name"), vec!["positional", "null"]);
         // The open loop ran in the first round only, and is reported.
         assert_eq!(indexes[0]["open"].as_array().unwrap().len(), 1);
         let ratios = r["paired_ratios"].as_array().unwrap();
@@ -1227,11 +1230,7 @@ mod tests {
         assert_eq!(beyond[0]["rounds"].as_array().unwrap().len(), 3);
         // Every index's find p50 and p99 in each round; none is divided by null's.
         let latency = r["find_latency"].as_array().unwrap();
-        let subjects: Vec<&str> = latency
-            .iter()
-            .map(|p| p["subject"].as_str().unwrap())
-            .collect();
-        assert_eq!(subjects, vec!["positional", "null"]);
+        assert_eq!(texts(latency, "subject"), vec!["positional", "null"]);
         let p50s = latency[0]["p50_ns"]["rounds"].as_array().unwrap();
         let p99s = latency[0]["p99_ns"]["rounds"].as_array().unwrap();
         assert_eq!((p50s.len(), p99s.len()), (3, 3));

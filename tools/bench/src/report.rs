@@ -10,22 +10,24 @@ use crate::workload::Counts;
 
 /// A duration in nanoseconds, humanly.
 pub fn ns(v: u64) -> String {
+    let (scale, unit, digits) = ns_unit(v as f64);
+    format!("{:.digits$} {unit}", v as f64 / scale)
+}
+
+/// The unit [`ns`] writes a duration of `v` nanoseconds in: its size in nanoseconds, its
+/// name and the decimals shown.
+fn ns_unit(v: f64) -> (f64, &'static str, usize) {
     match v {
-        0..=9_999 => format!("{v} ns"),
-        10_000..=9_999_999 => format!("{:.1} us", v as f64 / 1e3),
-        _ => format!("{:.1} ms", v as f64 / 1e6),
+        v if v < 10_000.0 => (1.0, "ns", 0),
+        v if v < 10_000_000.0 => (1e3, "us", 1),
+        _ => (1e6, "ms", 1),
     }
 }
 
 /// A spread of durations in nanoseconds, humanly: `median (min-max)`, all in the unit [`ns`]
 /// gives the largest.
 pub fn ns_spread(t: &Spread) -> String {
-    let (scale, unit) = match t.max {
-        m if m < 10_000.0 => (1.0, "ns"),
-        m if m < 10_000_000.0 => (1e3, "us"),
-        _ => (1e6, "ms"),
-    };
-    let digits = usize::from(scale > 1.0);
+    let (scale, unit, digits) = ns_unit(t.max);
     format!(
         "{:.digits$} {unit} ({:.digits$}-{:.digits$})",
         t.median / scale,
@@ -464,16 +466,8 @@ pub fn closed_table(reports: &[SubjectReport]) -> String {
 /// The paired ratios of `--rounds`: one row per index, one column per reference index, each
 /// cell `median (min-max)` over the rounds (empty for an index against itself).
 pub fn ratio_table(ratios: &[PairedRatio]) -> String {
-    let mut subjects: Vec<&str> = Vec::new();
-    let mut references: Vec<&str> = Vec::new();
-    for r in ratios {
-        if !subjects.contains(&r.subject.as_str()) {
-            subjects.push(&r.subject);
-        }
-        if !references.contains(&r.against.as_str()) {
-            references.push(&r.against);
-        }
-    }
+    let subjects = distinct(ratios.iter().map(|r| r.subject.as_str()));
+    let references = distinct(ratios.iter().map(|r| r.against.as_str()));
     let rows: Vec<Vec<String>> = subjects
         .iter()
         .map(|&subject| {
@@ -492,6 +486,17 @@ pub fn ratio_table(ratios: &[PairedRatio]) -> String {
     table(&header, &rows)
 }
 
+/// Each name once, in the order of its first appearance.
+fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in names {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
 /// `subject`'s ratio over `against` among `ratios` as `median (min-max)`; empty if there is
 /// none.
 fn ratio_cell(ratios: &[PairedRatio], subject: &str, against: &str) -> String {
@@ -507,12 +512,7 @@ fn ratio_cell(ratios: &[PairedRatio], subject: &str, against: &str) -> String {
 /// The find latencies of `--rounds`: one row per index, its p50 and p99 and then its p50 over
 /// each reference index's in the same round, each cell `median (min-max)` over the rounds.
 pub fn latency_table(latency: &[RoundLatency], ratios: &[PairedRatio]) -> String {
-    let mut references: Vec<&str> = Vec::new();
-    for r in ratios {
-        if !references.contains(&r.against.as_str()) {
-            references.push(&r.against);
-        }
-    }
+    let references = distinct(ratios.iter().map(|r| r.against.as_str()));
     let rows: Vec<Vec<String>> = latency
         .iter()
         .map(|p| {
