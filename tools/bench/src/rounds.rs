@@ -144,17 +144,21 @@ pub fn beyond_harness(names: &[String], rounds: &[Vec<f64>]) -> Vec<BeyondHarnes
 
 /// The closed-loop find p50 and p99 of each index in each round (`p50s[r][i]`, `p99s[r][i]`,
 /// nanoseconds, as in [`paired_ratios`]): each index's spreads over the rounds, and its p50
-/// over each reference's in the same round (not over `null`'s, which answers nothing).
+/// over each reference's in the same round (not over `null`'s, which answers nothing). An
+/// index with a p50 of 0 in some round answered no query there (every answer is recorded as
+/// at least 1 ns): it has no latency figures, and no ratio is taken over it.
 pub fn latency_figures(
     names: &[String],
     p50s: &[Vec<f64>],
     p99s: &[Vec<f64>],
 ) -> (Vec<RoundLatency>, Vec<PairedRatio>) {
+    let answered = |i: usize| p50s.iter().all(|r| r[i] > 0.0);
     let of_index =
         |rounds: &[Vec<f64>], i: usize| Spread::of(rounds.iter().map(|r| r[i]).collect());
     let spreads = names
         .iter()
         .enumerate()
+        .filter(|&(i, _)| answered(i))
         .filter_map(|(i, subject)| {
             Some(RoundLatency {
                 subject: subject.clone(),
@@ -163,8 +167,11 @@ pub fn latency_figures(
             })
         })
         .collect();
+    let timed = |name: &str| {
+        name != Subject::Null.name() && names.iter().position(|n| n == name).is_some_and(answered)
+    };
     let mut ratios = paired_ratios(names, p50s);
-    ratios.retain(|r| r.against != Subject::Null.name() && r.subject != Subject::Null.name());
+    ratios.retain(|r| timed(&r.subject) && timed(&r.against));
     (spreads, ratios)
 }
 
@@ -269,6 +276,21 @@ mod tests {
         let r = &ratios[0].ratio;
         assert_eq!(r.rounds, vec![800.0 / 700.0, 2.0, 0.7]);
         assert_eq!(r.median, 800.0 / 700.0);
+    }
+
+    #[test]
+    fn indexes_that_answered_no_query_have_no_latency_figures() {
+        let names: Vec<String> = ["runs", "peer-smg"].iter().map(|s| s.to_string()).collect();
+        // A workload without queries: every p50 and p99 is 0.
+        let none = vec![vec![0.0, 0.0], vec![0.0, 0.0]];
+        let (spreads, ratios) = latency_figures(&names, &none, &none);
+        assert!(spreads.is_empty() && ratios.is_empty());
+        // The peer answered none in the second round only: runs keeps its figures.
+        let p50s = vec![vec![800.0, 700.0], vec![900.0, 0.0]];
+        let (spreads, ratios) = latency_figures(&names, &p50s, &p50s);
+        let subjects: Vec<&str> = spreads.iter().map(|s| s.subject.as_str()).collect();
+        assert_eq!(subjects, vec!["runs"]);
+        assert!(ratios.is_empty());
     }
 
     #[test]
