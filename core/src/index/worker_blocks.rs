@@ -277,7 +277,16 @@ impl<B: WorkerBlocks> Backend for B {
             // others stands, and only those are read again (the module docs' four steps are
             // for reads the log cannot help).
             s.changed.clear();
+            registry.changes.prefetch_start(s.last_begun);
             let start = registry.changes.start(&mut s.changed);
+            if let Some(start) = start {
+                s.last_begun = start.begun;
+                // The slots of the changes in progress are checked after the search if it
+                // finds them: their lines arrive during it.
+                for named in &s.changed {
+                    registry.prefetch_changes(named.slot);
+                }
+            }
             #[cfg(test)]
             let start = start.filter(|_| tests::quiet_path_allowed());
             if let Some(start) = start {
@@ -674,6 +683,9 @@ struct ReadScratch {
     retry: Vec<u32>,
     /// Indices into `found` (and the answer) of the slots read again.
     spoiled: Vec<usize>,
+    /// The changes begun when this thread's latest read started (see
+    /// [`super::change_log::ChangeLog::prefetch_start`]).
+    last_begun: u64,
 }
 
 impl ReadScratch {
