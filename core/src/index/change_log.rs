@@ -267,12 +267,17 @@ mod tests {
         change(&log, 4, 1);
         let open = log.begin(9, 3);
         let mut plain = Vec::new();
-        let begun = log.start(&mut plain).expect("the change in progress is named").begun;
+        let begun = log
+            .start(&mut plain)
+            .expect("the change in progress is named")
+            .begun;
         assert_eq!(plain, vec![named(9, 3)]);
         for last_begun in [0, 1, begun, begun + 1_000, u64::MAX] {
             log.prefetch_start(last_begun);
             let mut hinted = Vec::new();
-            let start = log.start(&mut hinted).expect("the change in progress is named");
+            let start = log
+                .start(&mut hinted)
+                .expect("the change in progress is named");
             assert_eq!((start.begun, hinted), (begun, plain.clone()));
         }
         log.end(open);
