@@ -727,6 +727,13 @@ struct Results<'a> {
     /// index's (other than `null`) in the same round.
     #[serde(skip_serializing_if = "<[PairedRatio]>::is_empty")]
     find_p50_ratios: &'a [PairedRatio],
+    /// With `--rounds` 2 or more: the cross-core round trip before each round, in ns
+    /// (`null` with one core).
+    #[serde(skip_serializing_if = "<[Option<f64>]>::is_empty")]
+    round_trips_ns: &'a [Option<f64>],
+    /// The cross-core round trip after the last index was measured, in ns (the one at the
+    /// start is `run.machine.cross_core_round_trip_ns`).
+    cross_core_round_trip_ns_at_end: Option<f64>,
 }
 
 /// A workload's file and counts, as `results.json` gives them.
@@ -809,6 +816,8 @@ fn print_agreement(ops: &[TimedOp], subjects: &[crate::target::Subject]) {
 /// What `--rounds` (two or more) tells of the main workload.
 #[derive(Default)]
 struct RoundFigures {
+    /// The cross-core round trip measured before each round (see [`crate::cross_core`]).
+    round_trips_ns: Vec<Option<f64>>,
     ratios: Vec<PairedRatio>,
     beyond_harness: Vec<BeyondHarness>,
     latency: Vec<RoundLatency>,
@@ -826,9 +835,16 @@ fn measure_all(
 ) -> Result<(Vec<SubjectReport>, RoundFigures), String> {
     let rounds = opts.rounds.max(1) as usize;
     let mut by_round = Vec::with_capacity(rounds);
+    let mut round_trips_ns = Vec::with_capacity(rounds);
     for round in 0..rounds {
         if rounds > 1 {
-            phase(&format!("round {} of {rounds}", round + 1));
+            let round_trip = crate::cross_core::round_trip_ns();
+            round_trips_ns.push(round_trip);
+            phase(&format!(
+                "round {} of {rounds} (cross-core round trip {})",
+                round + 1,
+                crate::cross_core::shown(round_trip)
+            ));
         }
         let mut reports = Vec::new();
         for &subject in &opts.subjects {
@@ -866,6 +882,7 @@ fn measure_all(
             &per_round(|r| r.closed.p99_ns as f64),
         );
         RoundFigures {
+            round_trips_ns,
             ratios: paired_ratios(&names, &rates),
             beyond_harness: beyond_harness(&names, &rates),
             latency,
@@ -957,6 +974,7 @@ fn replay_and_report(
     print_agreement(main.ops, &opts.subjects);
     let (reports, rounds) = measure_all(main, compared, opts)?;
     let load_at_end = crate::meta::load_average();
+    let round_trip_at_end = crate::cross_core::round_trip_ns();
     let main_label = compared.map(|_| main.label);
     print_tables(&reports, main_label, main.path, dir, meta, load_at_end)?;
     if !rounds.ratios.is_empty() {
@@ -985,6 +1003,16 @@ fn replay_and_report(
             "{}",
             report::latency_table(&rounds.latency, &rounds.p50_ratios)
         );
+        println!(
+            "cross-core round trip before each round (find latencies move with it; see \
+             docs/bench.md): {}",
+            rounds
+                .round_trips_ns
+                .iter()
+                .map(|&ns| crate::cross_core::shown(ns))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let indicative = report::indicative([
         report::indicative_reason(&reports),
@@ -1005,8 +1033,9 @@ fn replay_and_report(
         ),
     }
     println!(
-        "measured: {}; load average {load_at_end:.2} at end",
-        meta.line()
+        "measured: {}; load average {load_at_end:.2} and cross-core round trip {} at end",
+        meta.line(),
+        crate::cross_core::shown(round_trip_at_end)
     );
     println!("command: {}", meta.command);
     let json = dir.join("results.json");
@@ -1035,6 +1064,8 @@ fn replay_and_report(
         beyond_harness: &rounds.beyond_harness,
         find_latency: &rounds.latency,
         find_p50_ratios: &rounds.p50_ratios,
+        round_trips_ns: &rounds.round_trips_ns,
+        cross_core_round_trip_ns_at_end: round_trip_at_end,
     };
     let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     std::fs::write(&json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;

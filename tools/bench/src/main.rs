@@ -6,6 +6,7 @@ mod block_pool;
 mod burst;
 mod chain;
 mod cli;
+mod cross_core;
 mod delay;
 mod engine_hash;
 mod host_pool;

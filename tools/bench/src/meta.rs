@@ -18,6 +18,9 @@ pub struct Machine {
     pub memory_bytes: u64,
     /// The 1-minute load average when the run started: other work competing for the cores.
     pub load_average: f64,
+    /// A cache line's round trip between two threads when the run started, in ns (see
+    /// [`crate::cross_core`]); `None` with one core.
+    pub cross_core_round_trip_ns: Option<f64>,
     /// `PRETTY_NAME` of /etc/os-release.
     pub os: String,
     /// Kernel release.
@@ -67,12 +70,14 @@ impl RunMeta {
     /// One line for the console: commit, machine and load.
     pub fn line(&self) -> String {
         format!(
-            "commit {}; {} x {} cores, {:.0} GiB, load average {:.2} at start; {}{}",
+            "commit {}; {} x {} cores, {:.0} GiB, load average {:.2} and cross-core round trip \
+             {} at start; {}{}",
             self.commit,
             self.machine.cpu,
             self.machine.cores,
             self.machine.memory_bytes as f64 / (1u64 << 30) as f64,
             self.machine.load_average,
+            crate::cross_core::shown(self.machine.cross_core_round_trip_ns),
             self.machine.os,
             if self.release_build {
                 ""
@@ -131,6 +136,7 @@ fn machine() -> Machine {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_bytes: memory_kib * 1024,
         load_average: load_average(),
+        cross_core_round_trip_ns: crate::cross_core::round_trip_ns(),
         os: field(&read("/etc/os-release"), "PRETTY_NAME", '=')
             .unwrap_or(std::env::consts::OS)
             .to_string(),
