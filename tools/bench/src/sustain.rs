@@ -161,6 +161,8 @@ struct Results<'a> {
     workload: WorkloadInfo,
     sustain: Settings,
     load_average_at_end: f64,
+    /// The cross-core round trip after the last probe, in ns (see [`crate::cross_core`]).
+    cross_core_round_trip_ns_at_end: Option<f64>,
     indicative: Option<String>,
     indexes: &'a [IndexSustained],
 }
@@ -309,6 +311,7 @@ pub fn run(args: &SustainArgs) -> Result<(), String> {
         .map(|&subject| sustain_one(args, subject, ops_per_block_op))
         .collect::<Result<Vec<_>, String>>()?;
     let load_at_end = load_average();
+    let round_trip_at_end = crate::cross_core::round_trip_ns();
     println!(
         "\nsustained rate: the highest offered rate achieved to {:.0}% with the feeder at most \
          {:.0}% of the run's length behind schedule, bracketed to {:.0}% (a fresh process per \
@@ -327,6 +330,11 @@ pub fn run(args: &SustainArgs) -> Result<(), String> {
     if let Some(why) = &indicative {
         println!("figures are INDICATIVE only: {why}");
     }
+    println!(
+        "measured: {}; load average {load_at_end:.2} and cross-core round trip {} at end",
+        meta.line(),
+        crate::cross_core::shown(round_trip_at_end)
+    );
     println!("command: {}", meta.command);
     let results = Results {
         run: &meta,
@@ -340,6 +348,7 @@ pub fn run(args: &SustainArgs) -> Result<(), String> {
             lag_share: LAG_SHARE,
         },
         load_average_at_end: load_at_end,
+        cross_core_round_trip_ns_at_end: round_trip_at_end,
         indicative,
         indexes: &indexes,
     };
