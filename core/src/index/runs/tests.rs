@@ -114,6 +114,44 @@ fn twins_and_renamed_names_keep_holds_exact() {
 }
 
 #[test]
+fn a_query_through_four_runs_finds_each_worker_where_it_stops() {
+    // R1 = X; R2 hangs after 3 blocks of R1, R3 after 2 of R2, R4 after 1 of R3. The query
+    // follows all four: the first two are read under their parents' locks, the others
+    // through references.
+    let index = RunsIndex::new();
+    let w = |id| Worker::new(id, 0);
+    apply(&index, chain(w(0), &X, 100));
+    apply(&index, chain(w(1), &[1, 2, 3, 11, 12, 13], 200));
+    apply(&index, chain(w(2), &[1, 2, 3, 11, 12, 21, 22], 300));
+    apply(&index, chain(w(3), &[1, 2, 3, 11, 12, 21, 31, 32], 400));
+    apply(&index, chain(w(4), &[1, 2], 500));
+    assert_eq!(index.shape(), (4, 17));
+    let got = find(&index, &[1, 2, 3, 11, 12, 21, 31, 32, 33]);
+    let depths: Vec<(u64, u32)> = got.iter().map(|m| (m.worker_id, m.depth)).collect();
+    assert_eq!(depths, vec![(3, 8), (2, 6), (1, 5), (0, 3), (4, 2)]);
+    // Queries that end in the second and third runs, and one that leaves the first run
+    // for no child.
+    let depths = |q: &[u64]| -> Vec<(u64, u32)> {
+        find(&index, q)
+            .iter()
+            .map(|m| (m.worker_id, m.depth))
+            .collect()
+    };
+    assert_eq!(
+        depths(&[1, 2, 3, 11]),
+        vec![(1, 4), (2, 4), (3, 4), (0, 3), (4, 2)]
+    );
+    assert_eq!(
+        depths(&[1, 2, 3, 11, 12, 21]),
+        vec![(2, 6), (3, 6), (1, 5), (0, 3), (4, 2)]
+    );
+    assert_eq!(
+        depths(&[1, 2, 3, 99]),
+        vec![(0, 3), (1, 3), (2, 3), (3, 3), (4, 2)]
+    );
+}
+
+#[test]
 fn deeply_nested_runs_are_walked_and_dropped_in_a_loop() {
     // Every block of W0's chain is a branching point, so the chain spans one run per block
     // pair; a recursive drop or walk would overflow this thread's small stack.
