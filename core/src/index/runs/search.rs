@@ -1,9 +1,9 @@
 //! Reads: a query walks down the runs its blocks spell, one run at a time under that run's
-//! read lock (the first two while the locks above them are still held). In each run it
-//! compares the query's local hashes with the run's in one loop, then finds how far each
-//! worker still in the race holds the run from its start; a worker that stops short there is
-//! done, the others go on to the run hung where the query leaves this one. The walk is a
-//! loop: its stack does not grow with the chain.
+//! read lock (the first while the root's is still held). In each run it compares the query's
+//! local hashes with the run's in one loop, then finds how far each worker still in the race
+//! holds the run from its start; a worker that stops short there is done, the others go on to
+//! the run hung where the query leaves this one. The walk is a loop: its stack does not grow
+//! with the chain.
 
 use std::sync::Arc;
 
@@ -69,16 +69,16 @@ const COMPARE_CHUNK: usize = 8;
 
 /// One run of a search: the query's blocks from `pos` compared with the run's, then each
 /// slot still in the race (`first`: every holder of the run) kept or given its depth. Moves
-/// `pos` past the blocks matched; returns the run the query goes on to (as the run's state
-/// holds it), if any slot is still in the race and the query has blocks left.
-fn visit_in<'a>(
-    state: &'a RunState,
+/// `pos` past the blocks matched; returns the run the query goes on to, if any slot is still
+/// in the race and the query has blocks left.
+fn visit(
+    state: &RunState,
     query: &[u64],
     pos: &mut usize,
     first: bool,
     s: &mut Scratch,
     out: &mut Vec<SlotDepth>,
-) -> Option<&'a Arc<Run>> {
+) -> Option<Arc<Run>> {
     let m = matched(state, &query[*pos..]);
     // The run the query goes on to, if any, asked for before this run's holders are read:
     // its lines (often just changed by a writer) arrive meanwhile.
@@ -125,20 +125,7 @@ fn visit_in<'a>(
     if s.active.is_empty() || *pos == query.len() {
         return None;
     }
-    child
-}
-
-/// [`visit_in`], with a reference of its own to the run the query goes on to: the caller
-/// may then let go of this run's lock.
-fn visit(
-    state: &RunState,
-    query: &[u64],
-    pos: &mut usize,
-    first: bool,
-    s: &mut Scratch,
-    out: &mut Vec<SlotDepth>,
-) -> Option<Arc<Run>> {
-    visit_in(state, query, pos, first, s, out).cloned()
+    child.cloned()
 }
 
 impl RunsIndex {
@@ -170,13 +157,14 @@ impl RunsIndex {
 
     /// See [`crate::index::worker_blocks::WorkerBlocks::search`].
     ///
-    /// The first two runs are read while the locks of the runs above them are still held
-    /// (the root's, then the first's): no writer can unhang a run while its parent's read
-    /// lock is held (that takes the parent's write lock), so no reference is taken to either
-    /// (two locked instructions fewer for each, on lines every lookup passing there shares;
-    /// a lookup visits fewer than two runs on average on the measured workloads). The runs after them are reached through a
-    /// reference to each, taken under its parent's lock, so that a lookup holds at most
-    /// three locks at once. Locks are taken parent first, as writers take them.
+    /// The first run is read while the root's read lock is still held: no writer can unhang
+    /// it meanwhile (that takes the root's write lock), so no reference to it is taken (two
+    /// locked instructions fewer, on a line every lookup passing there shares). The runs
+    /// after it are reached through a reference to each, taken under its parent's lock, so
+    /// that a lookup holds at most two locks at once, taken parent first as writers take
+    /// them. (Reading the second run under the first's lock as well saved as much again
+    /// without ingest, and made lookups slower on D under ingest, where writers wait for the
+    /// first run's lock.)
     pub(super) fn search_with(&self, query: &[u64], s: &mut Scratch, out: &mut Vec<SlotDepth>) {
         let n = query.len().min(u32::MAX as usize);
         let query = &query[..n];
@@ -191,13 +179,7 @@ impl RunsIndex {
                 return;
             };
             let state = run.state.read();
-            match visit_in(&state, query, &mut pos, true, s, out) {
-                None => None,
-                Some(second) => {
-                    let state = second.state.read();
-                    visit(&state, query, &mut pos, false, s, out)
-                }
-            }
+            visit(&state, query, &mut pos, true, s, out)
         };
         while let Some(run) = next.take() {
             let state = run.state.read();

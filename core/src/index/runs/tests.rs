@@ -116,8 +116,8 @@ fn twins_and_renamed_names_keep_holds_exact() {
 #[test]
 fn a_query_through_four_runs_finds_each_worker_where_it_stops() {
     // R1 = X; R2 hangs after 3 blocks of R1, R3 after 2 of R2, R4 after 1 of R3. The query
-    // follows all four: the first two are read under their parents' locks, the others
-    // through references.
+    // follows all four: the first is read under the root's lock, the others through
+    // references.
     let index = RunsIndex::new();
     let w = |id| Worker::new(id, 0);
     apply(&index, chain(w(0), &X, 100));
