@@ -1032,11 +1032,7 @@ fn replay_and_report(
             meta.machine.cores
         ),
     }
-    println!(
-        "measured: {}; load average {load_at_end:.2} and cross-core round trip {} at end",
-        meta.line(),
-        crate::cross_core::shown(round_trip_at_end)
-    );
+    println!("{}", meta.measured_line(load_at_end, round_trip_at_end));
     println!("command: {}", meta.command);
     let json = dir.join("results.json");
     let results = Results {

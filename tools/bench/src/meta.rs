@@ -67,6 +67,16 @@ impl RunMeta {
         }
     }
 
+    /// The console's last line of a run: [`RunMeta::line`], then the load average and the
+    /// cross-core round trip at the run's end.
+    pub fn measured_line(&self, load_at_end: f64, round_trip_at_end: Option<f64>) -> String {
+        format!(
+            "measured: {}; load average {load_at_end:.2} and cross-core round trip {} at end",
+            self.line(),
+            crate::cross_core::shown(round_trip_at_end)
+        )
+    }
+
     /// One line for the console: commit, machine and load.
     pub fn line(&self) -> String {
         format!(
@@ -190,6 +200,12 @@ mod tests {
         assert!(m.machine.cores >= 1);
         assert!(!m.command.is_empty() && !m.commit.is_empty());
         assert!(m.line().contains("cores"));
+        let end = m.measured_line(0.5, None);
+        assert!(end.starts_with("measured: commit "), "{end}");
+        assert!(
+            end.ends_with("load average 0.50 and cross-core round trip n/a at end"),
+            "{end}"
+        );
         assert_eq!(
             field("a: 1\nmodel name\t: X Y\n", "model name", ':'),
             Some("X Y")

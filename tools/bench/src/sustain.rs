@@ -330,11 +330,7 @@ pub fn run(args: &SustainArgs) -> Result<(), String> {
     if let Some(why) = &indicative {
         println!("figures are INDICATIVE only: {why}");
     }
-    println!(
-        "measured: {}; load average {load_at_end:.2} and cross-core round trip {} at end",
-        meta.line(),
-        crate::cross_core::shown(round_trip_at_end)
-    );
+    println!("{}", meta.measured_line(load_at_end, round_trip_at_end));
     println!("command: {}", meta.command);
     let results = Results {
         run: &meta,
